@@ -1,0 +1,118 @@
+import { createHmac } from "node:crypto";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createAdaptorServer } from "@hono/node-server";
+import { Hono } from "hono";
+import type { Config } from "./config.js";
+import { createCore, type Core } from "./core/index.js";
+import { CursorCodec } from "./core/pagination.js";
+import { loadSecretsKey, SecretBox } from "./core/secrets.js";
+import { bootstrap } from "./core/workspaces.js";
+import { type Database, openDatabase } from "./db/client.js";
+import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
+import { MemoryEventBus } from "./events/memory.js";
+import { createLogger, type Logger } from "./logger.js";
+import { toErrorAnswer } from "./rest/errors.js";
+import { restRoutes } from "./rest/index.js";
+
+export interface BuildOptions {
+  logger?: Logger;
+  /** PGlite only: start from this migrated snapshot instead of an empty database (tests). */
+  pgliteSnapshot?: Blob;
+}
+
+export interface App {
+  readonly config: Config;
+  readonly db: Database;
+  readonly core: Core;
+  readonly logger: Logger;
+  /** The whole HTTP surface as a fetch handler: tests call it with no port. */
+  fetch(request: Request): Promise<Response>;
+  /** Listens on config.host:config.port (0 picks a free port); resolves with the base URL. */
+  start(): Promise<string>;
+  /** Stops accepting, drains requests in flight, then closes the database. */
+  stop(): Promise<void>;
+  readonly server: Server | null;
+}
+
+export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  const db = await openDatabase(config.database, { pgliteSnapshot: options.pgliteSnapshot });
+  const migrations = await readMigrations();
+  const applied = await migrate(db.sql, migrations);
+  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+
+  const secretsKey = loadSecretsKey(config.secretsKey, config.dataDir);
+  const events = new MemoryEventBus();
+  const core = createCore(
+    {
+      prisma: db.prisma,
+      events,
+      secrets: new SecretBox(secretsKey),
+      cursors: new CursorCodec(createHmac("sha256", secretsKey).update("cursor-signing").digest()),
+      deploymentDomain: config.deploymentDomain,
+    },
+    { jwtSecret: config.jwtSecret },
+  );
+
+  const boot = await bootstrap(db.prisma, config.bootstrap);
+  if (boot.kind === "created" && boot.printKey) {
+    logger.info(
+      { workspace_id: boot.workspaceId, api_key: boot.apiKey },
+      "created a workspace and an API key: store the key now, it is not shown again",
+    );
+  } else if (boot.kind === "created") {
+    logger.info({ workspace_id: boot.workspaceId }, "provisioned BOOTSTRAP_API_KEY");
+  }
+
+  const http = new Hono();
+  http.get("/healthz", (c) => c.json({ status: "ok" }));
+  http.get("/readyz", async (c) => {
+    try {
+      const ready = await migrationsApplied(db.sql, migrations);
+      return ready ? c.json({ status: "ready" }) : c.json({ status: "migrations pending" }, 503);
+    } catch {
+      return c.json({ status: "database unreachable" }, 503);
+    }
+  });
+  http.route("/", restRoutes(core));
+  http.notFound((c) => c.json({ detail: "Not Found" }, 404));
+  http.onError((err, c) => {
+    const answer = toErrorAnswer(err);
+    if (answer) return c.json(answer.body, answer.status, answer.headers);
+    logger.error({ err, method: c.req.method, path: c.req.path }, "unhandled error");
+    return c.json({ detail: "Internal Server Error" }, 500);
+  });
+
+  let server: Server | null = null;
+  const fetch = async (request: Request) => http.fetch(request);
+
+  return {
+    config,
+    db,
+    core,
+    logger,
+    fetch,
+    get server() {
+      return server;
+    },
+    async start() {
+      server = createAdaptorServer({ fetch: http.fetch }) as Server;
+      await new Promise<void>((resolve, reject) => {
+        server!.once("error", reject);
+        server!.listen(config.port, config.host, () => resolve());
+      });
+      const { port } = server.address() as AddressInfo;
+      return `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+    },
+    async stop() {
+      if (server) {
+        const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
+        server.closeIdleConnections();
+        await closing;
+      }
+      await events.close();
+      await db.close();
+    },
+  };
+}

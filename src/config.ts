@@ -1,0 +1,80 @@
+import { z } from "zod";
+
+/** Every setting the service reads, from the environment, with embedded defaults. */
+const envSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().min(1).default("127.0.0.1"),
+  DATABASE_URL: z
+    .string()
+    .refine((v) => v === "memory://" || /^postgres(ql)?:\/\//.test(v), {
+      message: "must be memory:// or a postgres:// URL",
+    })
+    .optional(),
+  DATA_DIR: z.string().min(1).default("./.data"),
+  BOOTSTRAP_API_KEY: z.string().min(16, "must be at least 16 characters").optional(),
+  BOOTSTRAP_TENANT_ID: z.uuid().optional(),
+  JWT_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+  SECRETS_KEY: z
+    .string()
+    .regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes, base64-encoded")
+    .optional(),
+  PIPELINE_STEP_MS: z.coerce.number().int().min(0).max(600_000).default(1500),
+  PIPELINE_WORKER: z.enum(["on", "off"]).default("on"),
+  DEPLOYMENT_DOMAIN: z.string().min(1).default("deployments.localhost"),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
+});
+
+export type Env = z.input<typeof envSchema>;
+
+export interface Config {
+  port: number;
+  host: string;
+  database: { kind: "pglite"; dataDir: string | null } | { kind: "postgres"; url: string };
+  dataDir: string;
+  bootstrap: { apiKey?: string; tenantId?: string };
+  jwtSecret?: string;
+  secretsKey?: string;
+  pipeline: { stepMs: number; worker: boolean };
+  deploymentDomain: string;
+  logLevel: string;
+  production: boolean;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "ConfigError";
+  }
+}
+
+/** Parses the environment; throws a ConfigError that names every bad setting. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`));
+  }
+  const e = parsed.data;
+  if (e.BOOTSTRAP_TENANT_ID && !e.BOOTSTRAP_API_KEY) {
+    throw new ConfigError(["BOOTSTRAP_TENANT_ID: requires BOOTSTRAP_API_KEY"]);
+  }
+  const url = e.DATABASE_URL;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    database:
+      url === undefined
+        ? { kind: "pglite", dataDir: `${e.DATA_DIR}/pglite` }
+        : url === "memory://"
+          ? { kind: "pglite", dataDir: null }
+          : { kind: "postgres", url },
+    dataDir: e.DATA_DIR,
+    bootstrap: { apiKey: e.BOOTSTRAP_API_KEY, tenantId: e.BOOTSTRAP_TENANT_ID },
+    jwtSecret: e.JWT_SECRET,
+    secretsKey: e.SECRETS_KEY,
+    pipeline: { stepMs: e.PIPELINE_STEP_MS, worker: e.PIPELINE_WORKER === "on" },
+    deploymentDomain: e.DEPLOYMENT_DOMAIN,
+    logLevel: e.LOG_LEVEL,
+    production: e.NODE_ENV === "production",
+  };
+}

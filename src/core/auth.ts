@@ -1,0 +1,117 @@
+import { createHash } from "node:crypto";
+import { jwtVerify } from "jose";
+import { z } from "zod";
+import type { PrismaClient } from "../db/client.js";
+import { CoreError } from "./errors.js";
+
+/** Who is calling, and the one workspace every core call of theirs is confined to. */
+export interface Tenant {
+  organizationId: string;
+  workspaceId: string;
+  /** Who to record as the actor (created_by): the key's id or the token's subject. */
+  actor: string;
+}
+
+export interface Credentials {
+  apiKey?: string | null;
+  tenantId?: string | null;
+  authorization?: string | null;
+}
+
+export const hashApiKey = (key: string) => createHash("sha256").update(key).digest("hex");
+
+const unauthenticated = (msg: string) => new CoreError("UNAUTHENTICATED", msg);
+const forbidden = (msg: string) => new CoreError("FORBIDDEN", msg);
+
+const claimsSchema = z.object({ tenant_id: z.uuid(), sub: z.string().min(1).optional() });
+
+interface KeyRecord {
+  id: string;
+  organizationId: string;
+  workspaceId: string | null;
+}
+
+const KEY_CACHE_MS = 30_000;
+/** Unknown keys are cached too (a guessing client must not reach the database each time), so bound it. */
+const CACHE_MAX = 10_000;
+
+/** One authentication for both faces: X-Api-Key (+ X-Tenant-Id) or Authorization: Bearer <HS256 JWT>. */
+export class Authenticator {
+  private readonly secret: Uint8Array | null;
+  private readonly keyCache = new Map<string, { record: KeyRecord | null; until: number }>();
+  private readonly workspaceCache = new Map<string, { organizationId: string | null; until: number }>();
+
+  constructor(
+    private readonly prisma: PrismaClient,
+    jwtSecret: string | undefined,
+  ) {
+    this.secret = jwtSecret ? new TextEncoder().encode(jwtSecret) : null;
+  }
+
+  async authenticate(credentials: Credentials): Promise<Tenant> {
+    if (credentials.apiKey) return this.fromApiKey(credentials.apiKey, credentials.tenantId ?? null);
+    const bearer = /^Bearer\s+(\S+)$/i.exec(credentials.authorization ?? "")?.[1];
+    if (bearer) return this.fromBearer(bearer, credentials.tenantId ?? null);
+    throw unauthenticated("Not authenticated: send an X-Api-Key header or Authorization: Bearer <token>.");
+  }
+
+  private async fromApiKey(key: string, tenantId: string | null): Promise<Tenant> {
+    const record = await this.keyRecord(hashApiKey(key));
+    if (!record) throw unauthenticated("Invalid API key.");
+    const actor = `api_key:${record.id}`;
+    if (record.workspaceId) {
+      if (tenantId && tenantId.toLowerCase() !== record.workspaceId) {
+        throw forbidden("This API key does not have access to the requested workspace.");
+      }
+      return { organizationId: record.organizationId, workspaceId: record.workspaceId, actor };
+    }
+    if (!tenantId) throw forbidden("This organization-wide API key requires workspace specification: set X-Tenant-Id.");
+    const organizationId = await this.workspaceOrganization(tenantId);
+    if (organizationId !== record.organizationId) {
+      throw forbidden("This API key does not have access to the requested workspace.");
+    }
+    return { organizationId, workspaceId: tenantId.toLowerCase(), actor };
+  }
+
+  private async fromBearer(token: string, tenantId: string | null): Promise<Tenant> {
+    if (!this.secret) throw unauthenticated("Bearer tokens are not accepted: the server has no JWT_SECRET.");
+    let claims: z.infer<typeof claimsSchema>;
+    try {
+      const { payload } = await jwtVerify(token, this.secret, { algorithms: ["HS256"] });
+      claims = claimsSchema.parse(payload);
+    } catch {
+      throw unauthenticated("Invalid or expired bearer token.");
+    }
+    if (tenantId && tenantId.toLowerCase() !== claims.tenant_id) {
+      throw forbidden("This token does not have access to the requested workspace.");
+    }
+    const organizationId = await this.workspaceOrganization(claims.tenant_id);
+    if (!organizationId) throw unauthenticated("The token's workspace does not exist.");
+    return { organizationId, workspaceId: claims.tenant_id, actor: `user:${claims.sub ?? "unknown"}` };
+  }
+
+  /** Key lookups are cached briefly: authentication runs on every request. */
+  private async keyRecord(hash: string): Promise<KeyRecord | null> {
+    const cached = this.keyCache.get(hash);
+    if (cached && cached.until > Date.now()) return cached.record;
+    const record = await this.prisma.apiKey.findUnique({
+      where: { keyHash: hash },
+      select: { id: true, organizationId: true, workspaceId: true },
+    });
+    if (this.keyCache.size >= CACHE_MAX) this.keyCache.clear();
+    this.keyCache.set(hash, { record, until: Date.now() + KEY_CACHE_MS });
+    return record;
+  }
+
+  private async workspaceOrganization(workspaceId: string): Promise<string | null> {
+    if (!z.uuid().safeParse(workspaceId).success) return null;
+    const id = workspaceId.toLowerCase();
+    const cached = this.workspaceCache.get(id);
+    if (cached && cached.until > Date.now()) return cached.organizationId;
+    const ws = await this.prisma.workspace.findUnique({ where: { id }, select: { organizationId: true } });
+    const organizationId = ws?.organizationId ?? null;
+    if (this.workspaceCache.size >= CACHE_MAX) this.workspaceCache.clear();
+    this.workspaceCache.set(id, { organizationId, until: Date.now() + KEY_CACHE_MS });
+    return organizationId;
+  }
+}

@@ -1,0 +1,14 @@
+import type { PrismaClient } from "../db/client.js";
+import type { EventBus } from "../events/types.js";
+import type { CursorCodec } from "./pagination.js";
+import type { SecretBox } from "./secrets.js";
+
+/** What every core service is built from. Only core touches `prisma`. */
+export interface CoreDeps {
+  prisma: PrismaClient;
+  events: EventBus;
+  secrets: SecretBox;
+  cursors: CursorCodec;
+  /** Domain under which serving URLs are made: https://<name>-<id>.<domain>. */
+  deploymentDomain: string;
+}

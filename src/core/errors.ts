@@ -1,0 +1,37 @@
+/** One problem with a request, in FastAPI's shape: what REST clients already parse. */
+export interface ValidationIssue {
+  loc: (string | number)[];
+  msg: string;
+  type: string;
+  input?: unknown;
+  ctx?: Record<string, unknown>;
+}
+
+export type ErrorCode =
+  | "VALIDATION"
+  | "BAD_REQUEST"
+  | "NOT_FOUND"
+  | "CONFLICT"
+  | "UNAUTHENTICATED"
+  | "FORBIDDEN"
+  | "PARTIAL"
+  | "UNAVAILABLE";
+
+/** The errors core raises; each face maps them to its own shape (REST status + detail, GraphQL userErrors). */
+export class CoreError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    /** For VALIDATION: every problem found, all at once. */
+    readonly issues: ValidationIssue[] = [],
+  ) {
+    super(message);
+    this.name = "CoreError";
+  }
+}
+
+export const notFound = (kind: string, id: string) => new CoreError("NOT_FOUND", `${kind} ID ${id} not found.`);
+export const badRequest = (message: string) => new CoreError("BAD_REQUEST", message);
+export const conflict = (message: string) => new CoreError("CONFLICT", message);
+export const invalid = (issues: ValidationIssue[]) =>
+  new CoreError("VALIDATION", issues.map((i) => `${i.loc.join(".")}: ${i.msg}`).join("; "), issues);

@@ -1,0 +1,81 @@
+import { z } from "zod";
+import type { Listener } from "../generated/prisma/client.js";
+import type { Tenant } from "./auth.js";
+import type { CoreDeps } from "./context.js";
+import { conflict, notFound } from "./errors.js";
+import { newestFirst, type OffsetPage } from "./pagination.js";
+import { isUniqueViolation } from "./prisma-errors.js";
+import { parseInput } from "./validation.js";
+
+export type { Listener };
+
+const computeConfig = z.object({ k8s_namespaces: z.array(z.string().min(1).max(63)).max(100) });
+
+export const listenerCreateSchema = z.object({
+  compute_type: z.enum(["k8s"]),
+  compute_id: z.string().min(1).max(253),
+  compute_config: computeConfig.default({ k8s_namespaces: [] }),
+  version: z.string().min(1).max(100),
+});
+
+/** PATCH changes only `version` and `compute_config`. */
+export const listenerUpdateSchema = z.object({
+  version: z.string().min(1).max(100).nullish(),
+  compute_config: computeConfig.nullish(),
+});
+
+export class ListenerService {
+  constructor(private readonly deps: CoreDeps) {}
+
+  async create(tenant: Tenant, body: unknown): Promise<Listener> {
+    const input = parseInput(listenerCreateSchema, body, "body");
+    try {
+      return await this.deps.prisma.listener.create({
+        data: {
+          workspaceId: tenant.workspaceId,
+          computeType: input.compute_type,
+          computeId: input.compute_id,
+          computeConfig: input.compute_config,
+          version: input.version,
+        },
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw conflict(`A listener with compute_id '${input.compute_id}' already exists.`);
+      throw err;
+    }
+  }
+
+  async get(tenant: Tenant, id: string): Promise<Listener> {
+    const listener = await this.deps.prisma.listener.findFirst({ where: { id, workspaceId: tenant.workspaceId } });
+    if (!listener) throw notFound("Listener", id);
+    return listener;
+  }
+
+  async list(tenant: Tenant, page: { limit: number; offset: number }): Promise<OffsetPage<Listener>> {
+    const resources = await this.deps.prisma.listener.findMany({
+      where: { workspaceId: tenant.workspaceId },
+      orderBy: newestFirst,
+      take: page.limit,
+      skip: page.offset,
+    });
+    return { resources, offset: page.offset + resources.length };
+  }
+
+  async update(tenant: Tenant, id: string, body: unknown): Promise<Listener> {
+    const input = parseInput(listenerUpdateSchema, body, "body");
+    const { count } = await this.deps.prisma.listener.updateMany({
+      where: { id, workspaceId: tenant.workspaceId },
+      data: {
+        ...(input.version != null && { version: input.version }),
+        ...(input.compute_config != null && { computeConfig: input.compute_config }),
+      },
+    });
+    if (count === 0) throw notFound("Listener", id);
+    return this.get(tenant, id);
+  }
+
+  async delete(tenant: Tenant, id: string): Promise<void> {
+    const { count } = await this.deps.prisma.listener.deleteMany({ where: { id, workspaceId: tenant.workspaceId } });
+    if (count === 0) throw notFound("Listener", id);
+  }
+}

@@ -1,0 +1,76 @@
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { z } from "zod";
+import { CoreError } from "./errors.js";
+
+/** Offset paging of REST listings: `offset` in the answer is where the next page starts. */
+export const offsetQuery = {
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+  offset: z.coerce.number().int().min(0).default(0),
+};
+
+export interface OffsetPage<T> {
+  resources: T[];
+  offset: number;
+}
+
+/** A position in a newest-first listing ordered by (created_at DESC, id DESC). */
+export interface Position {
+  createdAt: Date;
+  id: string;
+}
+
+const positionSchema = z.object({ t: z.iso.datetime(), id: z.uuid() });
+
+/**
+ * Opaque cursors: the position, signed with HMAC-SHA256 so that a cursor the server did not issue
+ * (edited, forged or from another purpose) is refused instead of silently reinterpreted.
+ */
+export class CursorCodec {
+  constructor(private readonly key: Buffer) {}
+
+  encode(purpose: string, position: Position): string {
+    const body = Buffer.from(JSON.stringify({ t: position.createdAt.toISOString(), id: position.id })).toString("base64url");
+    return `${body}.${this.sign(purpose, body)}`;
+  }
+
+  /** Returns the position, or null when the cursor is not one this server issued for this purpose. */
+  decode(purpose: string, cursor: string): Position | null {
+    const [body, mac] = cursor.split(".");
+    if (!body || !mac || cursor.split(".").length !== 2) return null;
+    const expected = Buffer.from(this.sign(purpose, body));
+    const given = Buffer.from(mac);
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) return null;
+    try {
+      const parsed = positionSchema.safeParse(JSON.parse(Buffer.from(body, "base64url").toString("utf8")));
+      return parsed.success ? { createdAt: new Date(parsed.data.t), id: parsed.data.id } : null;
+    } catch {
+      return null;
+    }
+  }
+
+  /** decode, or a 422-shaped error at the given location. */
+  decodeOrThrow(purpose: string, cursor: string, loc: (string | number)[]): Position {
+    const position = this.decode(purpose, cursor);
+    if (position) return position;
+    throw new CoreError("VALIDATION", "invalid cursor", [
+      { loc, msg: "Value error, invalid cursor: pass a next_cursor value from a previous page", type: "value_error", input: cursor },
+    ]);
+  }
+
+  private sign(purpose: string, body: string): string {
+    return createHmac("sha256", this.key).update(`${purpose}\n${body}`).digest("base64url").slice(0, 22);
+  }
+}
+
+/** Prisma `where` for the rows strictly after a position in (created_at DESC, id DESC) order. */
+export const afterPosition = (p: Position) => ({
+  OR: [{ createdAt: { lt: p.createdAt } }, { createdAt: p.createdAt, id: { lt: p.id } }],
+});
+
+/** Prisma `where` for the rows strictly before a position in (created_at DESC, id DESC) order. */
+export const beforePosition = (p: Position) => ({
+  OR: [{ createdAt: { gt: p.createdAt } }, { createdAt: p.createdAt, id: { gt: p.id } }],
+});
+
+export const newestFirst = [{ createdAt: "desc" as const }, { id: "desc" as const }];
+export const oldestFirst = [{ createdAt: "asc" as const }, { id: "asc" as const }];

@@ -1,0 +1,93 @@
+import { z } from "zod";
+import { type ValidationIssue, invalid } from "./errors.js";
+
+export type Location = "body" | "query" | "path";
+
+/**
+ * Parses input with a zod schema; on failure throws a VALIDATION CoreError whose issues are in
+ * FastAPI's shape (loc starting with the location, pydantic's `type` names and messages), all at once.
+ */
+export function parseInput<S extends z.ZodType>(schema: S, input: unknown, location: Location): z.output<S> {
+  const result = schema.safeParse(input, { reportInput: true });
+  if (result.success) return result.data;
+  throw invalid(result.error.issues.map((issue) => toFastApiIssue(issue, location)));
+}
+
+export function toFastApiIssue(issue: z.core.$ZodIssue, location: Location): ValidationIssue {
+  const loc = [location, ...issue.path.map((p) => (typeof p === "symbol" ? String(p) : p))];
+  const input = issue.input;
+  const base = { loc, input };
+  switch (issue.code) {
+    case "invalid_type": {
+      if (input === undefined) return { loc, type: "missing", msg: "Field required" };
+      return { ...base, ...typeMismatch(issue.expected) };
+    }
+    case "invalid_format": {
+      if (issue.format === "uuid") {
+        return { ...base, type: "uuid_parsing", msg: "Input should be a valid UUID, invalid character or length" };
+      }
+      if (issue.format === "regex") {
+        const pattern = (issue as { pattern?: string }).pattern;
+        return { ...base, type: "string_pattern_mismatch", msg: `String should match pattern '${pattern}'`, ctx: { pattern } };
+      }
+      return { ...base, type: "value_error", msg: `Value error, ${issue.message}` };
+    }
+    case "too_small":
+      return { ...base, ...bound("greater_than", issue.origin, issue.minimum, issue.inclusive) };
+    case "too_big":
+      return { ...base, ...bound("less_than", issue.origin, issue.maximum, issue.inclusive) };
+    case "invalid_value": {
+      const expected = issue.values.map((v) => `'${String(v)}'`);
+      const list = expected.length > 1 ? `${expected.slice(0, -1).join(", ")} or ${expected.at(-1)}` : expected[0];
+      return { ...base, type: "enum", msg: `Input should be ${list}`, ctx: { expected: list } };
+    }
+    case "unrecognized_keys":
+      return { ...base, type: "extra_forbidden", msg: "Extra inputs are not permitted" };
+    default:
+      return { ...base, type: "value_error", msg: `Value error, ${issue.message}` };
+  }
+}
+
+function typeMismatch(expected: string): Pick<ValidationIssue, "type" | "msg"> {
+  switch (expected) {
+    case "string":
+      return { type: "string_type", msg: "Input should be a valid string" };
+    case "number":
+      return { type: "float_parsing", msg: "Input should be a valid number" };
+    case "int":
+      return { type: "int_parsing", msg: "Input should be a valid integer" };
+    case "boolean":
+      return { type: "bool_parsing", msg: "Input should be a valid boolean" };
+    case "array":
+      return { type: "list_type", msg: "Input should be a valid list" };
+    case "object":
+    case "record":
+      return { type: "dict_type", msg: "Input should be a valid dictionary or object to extract fields from" };
+    default:
+      return { type: `${expected}_type`, msg: `Input should be a valid ${expected}` };
+  }
+}
+
+function bound(
+  direction: "greater_than" | "less_than",
+  origin: string,
+  limit: number | bigint,
+  inclusive: boolean | undefined,
+): Pick<ValidationIssue, "type" | "msg" | "ctx"> {
+  const n = Number(limit);
+  if (origin === "string") {
+    const short = direction === "greater_than";
+    return short
+      ? { type: "string_too_short", msg: `String should have at least ${n} character${n === 1 ? "" : "s"}`, ctx: { min_length: n } }
+      : { type: "string_too_long", msg: `String should have at most ${n} character${n === 1 ? "" : "s"}`, ctx: { max_length: n } };
+  }
+  if (origin === "array") {
+    return direction === "greater_than"
+      ? { type: "too_short", msg: `List should have at least ${n} item${n === 1 ? "" : "s"}`, ctx: { min_length: n } }
+      : { type: "too_long", msg: `List should have at most ${n} item${n === 1 ? "" : "s"}`, ctx: { max_length: n } };
+  }
+  const type = `${direction}${inclusive ? "_equal" : ""}`;
+  const words = `${direction.replace("_", " ")}${inclusive ? " or equal to" : ""}`;
+  const key = { greater_than: "gt", less_than: "lt" }[direction] + (inclusive ? "e" : "");
+  return { type, msg: `Input should be ${words} ${n}`, ctx: { [key]: n } };
+}

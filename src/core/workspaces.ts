@@ -1,0 +1,75 @@
+import { randomBytes } from "node:crypto";
+import type { PrismaClient } from "../db/client.js";
+import { hashApiKey } from "./auth.js";
+
+export interface NewWorkspace {
+  organizationId: string;
+  workspaceId: string;
+  apiKey: string;
+}
+
+export const generateApiKey = () => `dcp_${randomBytes(24).toString("base64url")}`;
+
+/** Creates an organisation with one workspace and a key bound to it (or, orgWide, to the organisation). */
+export async function createWorkspace(
+  prisma: PrismaClient,
+  options: { name?: string; workspaceId?: string; apiKey?: string; orgWide?: boolean } = {},
+): Promise<NewWorkspace> {
+  const apiKey = options.apiKey ?? generateApiKey();
+  const name = options.name ?? "Default";
+  const org = await prisma.organization.create({
+    data: {
+      name,
+      workspaces: { create: { id: options.workspaceId, name } },
+    },
+    include: { workspaces: true },
+  });
+  const workspaceId = org.workspaces[0]!.id;
+  await prisma.apiKey.create({
+    data: { organizationId: org.id, workspaceId: options.orgWide ? null : workspaceId, keyHash: hashApiKey(apiKey) },
+  });
+  return { organizationId: org.id, workspaceId, apiKey };
+}
+
+/** Adds a workspace to an existing organisation. */
+export async function addWorkspace(prisma: PrismaClient, organizationId: string, name: string): Promise<string> {
+  const ws = await prisma.workspace.create({ data: { organizationId, name } });
+  return ws.id;
+}
+
+export type BootstrapResult = { kind: "existing" } | { kind: "created"; workspaceId: string; apiKey: string; printKey: boolean };
+
+/**
+ * Start-up provisioning, idempotent across restarts: with BOOTSTRAP_API_KEY, make sure that key
+ * exists (bound to BOOTSTRAP_TENANT_ID's workspace, created if missing); with neither and an empty
+ * key table, create a workspace and a key whose value the caller prints once.
+ */
+export async function bootstrap(
+  prisma: PrismaClient,
+  options: { apiKey?: string; tenantId?: string },
+): Promise<BootstrapResult> {
+  if (options.apiKey) {
+    const hash = hashApiKey(options.apiKey);
+    const existing = await prisma.apiKey.findUnique({ where: { keyHash: hash } });
+    if (existing) {
+      if (options.tenantId && existing.workspaceId !== options.tenantId.toLowerCase()) {
+        throw new Error("BOOTSTRAP_API_KEY already exists for another workspace than BOOTSTRAP_TENANT_ID");
+      }
+      return { kind: "existing" };
+    }
+    const workspace = options.tenantId
+      ? await prisma.workspace.findUnique({ where: { id: options.tenantId } })
+      : null;
+    if (workspace) {
+      await prisma.apiKey.create({
+        data: { organizationId: workspace.organizationId, workspaceId: workspace.id, keyHash: hash },
+      });
+      return { kind: "created", workspaceId: workspace.id, apiKey: options.apiKey, printKey: false };
+    }
+    const created = await createWorkspace(prisma, { workspaceId: options.tenantId, apiKey: options.apiKey });
+    return { kind: "created", workspaceId: created.workspaceId, apiKey: created.apiKey, printKey: false };
+  }
+  if ((await prisma.apiKey.count()) > 0) return { kind: "existing" };
+  const created = await createWorkspace(prisma);
+  return { kind: "created", workspaceId: created.workspaceId, apiKey: created.apiKey, printKey: true };
+}

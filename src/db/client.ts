@@ -1,0 +1,107 @@
+import { mkdirSync } from "node:fs";
+import { PGlite } from "@electric-sql/pglite";
+import { PrismaPg } from "@prisma/adapter-pg";
+import pg from "pg";
+import { PrismaPGlite } from "pglite-prisma-adapter";
+import type { Config } from "../config.js";
+import { PrismaClient } from "../generated/prisma/client.js";
+
+export type { PrismaClient };
+
+/** Raw SQL access below Prisma: migrations, LISTEN/NOTIFY, and test set-up. */
+export interface Sql {
+  /** Runs a script of one or more statements, without parameters. */
+  script(sql: string): Promise<void>;
+  query<T extends Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+  /** Runs fn on one connection held for its duration (session locks, transactions). */
+  session<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
+}
+
+export interface Database {
+  readonly kind: "pglite" | "postgres";
+  readonly prisma: PrismaClient;
+  readonly sql: Sql;
+  /** The PostgreSQL pool, for LISTEN/NOTIFY connections; null on PGlite. */
+  readonly pool: pg.Pool | null;
+  /** PGlite only: the data directory as a tarball, to start other databases from (tests). */
+  snapshot?(): Promise<Blob>;
+  close(): Promise<void>;
+}
+
+export interface OpenOptions {
+  /** PGlite only: start from this data directory dump instead of an empty database (tests). */
+  pgliteSnapshot?: Blob;
+  /** PostgreSQL only: connections in the pool. */
+  poolSize?: number;
+}
+
+export async function openDatabase(config: Config["database"], options: OpenOptions = {}): Promise<Database> {
+  return config.kind === "pglite"
+    ? openPglite(config.dataDir, options.pgliteSnapshot)
+    : openPostgres(config.url, options.poolSize ?? 10);
+}
+
+async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Database> {
+  if (dataDir) mkdirSync(dataDir, { recursive: true });
+  const pglite = await PGlite.create(dataDir ?? undefined, snapshot ? { loadDataDir: snapshot } : {});
+  const prisma = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
+  return {
+    kind: "pglite",
+    prisma,
+    pool: null,
+    snapshot: () => pglite.dumpDataDir("none"),
+    sql: {
+      async script(sql) {
+        await pglite.exec(sql);
+      },
+      async query<T extends Record<string, unknown>>(sql: string, params?: unknown[]) {
+        return (await pglite.query<T>(sql, params)).rows;
+      },
+      // PGlite is a single connection already.
+      session(fn) {
+        return fn(this);
+      },
+    },
+    async close() {
+      await prisma.$disconnect();
+      await pglite.close();
+    },
+  };
+}
+
+async function openPostgres(url: string, max: number): Promise<Database> {
+  const pool = new pg.Pool({ connectionString: url, max });
+  // A connection that the server drops must not crash the process; the next query reconnects.
+  pool.on("error", () => {});
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  return {
+    kind: "postgres",
+    prisma,
+    pool,
+    sql: pgSql(pool),
+    async close() {
+      await prisma.$disconnect();
+      await pool.end();
+    },
+  };
+}
+
+function pgSql(queryable: pg.Pool | pg.PoolClient): Sql {
+  return {
+    async script(sql) {
+      await queryable.query(sql);
+    },
+    async query<T extends Record<string, unknown>>(sql: string, params?: unknown[]) {
+      return (await queryable.query<T>(sql, params)).rows;
+    },
+    async session(fn) {
+      if (!(queryable instanceof pg.Pool)) return fn(this);
+      const client = await queryable.connect();
+      try {
+        return await fn(pgSql(client));
+      } finally {
+        client.release();
+      }
+    },
+  };
+}

@@ -1,0 +1,82 @@
+import { createHash, randomUUID } from "node:crypto";
+import { readdir, readFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import type { Sql } from "./client.js";
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL("../../prisma/migrations/", import.meta.url));
+
+/** The table and lock Prisma Migrate uses, so `prisma migrate deploy` and this agree on what is applied. */
+const PRISMA_MIGRATIONS_TABLE = `
+CREATE TABLE IF NOT EXISTS "_prisma_migrations" (
+    "id"                    VARCHAR(36) PRIMARY KEY NOT NULL,
+    "checksum"              VARCHAR(64) NOT NULL,
+    "finished_at"           TIMESTAMPTZ,
+    "migration_name"        VARCHAR(255) NOT NULL,
+    "logs"                  TEXT,
+    "rolled_back_at"        TIMESTAMPTZ,
+    "started_at"            TIMESTAMPTZ NOT NULL DEFAULT now(),
+    "applied_steps_count"   INTEGER NOT NULL DEFAULT 0
+)`;
+const PRISMA_ADVISORY_LOCK = 72707369;
+
+export interface Migration {
+  name: string;
+  sql: string;
+  checksum: string;
+}
+
+export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const names = entries.filter((e) => e.isDirectory()).map((e) => e.name).sort();
+  return Promise.all(
+    names.map(async (name) => {
+      const sql = await readFile(`${dir}${name}/migration.sql`, "utf8");
+      return { name, sql, checksum: createHash("sha256").update(sql).digest("hex") };
+    }),
+  );
+}
+
+/**
+ * Applies every migration not yet recorded, each in its own transaction, under Prisma's advisory
+ * lock so that replicas starting together apply each migration once. Returns the names applied.
+ */
+export async function migrate(db: Sql, migrations?: Migration[]): Promise<string[]> {
+  const all = migrations ?? (await readMigrations());
+  return db.session((sql) => applyUnderLock(sql, all));
+}
+
+async function applyUnderLock(sql: Sql, all: Migration[]): Promise<string[]> {
+  const applied: string[] = [];
+  await sql.script(`SELECT pg_advisory_lock(${PRISMA_ADVISORY_LOCK})`);
+  try {
+    await sql.script(PRISMA_MIGRATIONS_TABLE);
+    const done = await sql.query<{ migration_name: string; checksum: string }>(
+      `SELECT migration_name, checksum FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
+    );
+    const byName = new Map(done.map((r) => [r.migration_name, r.checksum]));
+    for (const m of all) {
+      const recorded = byName.get(m.name);
+      if (recorded !== undefined) {
+        if (recorded !== m.checksum) throw new Error(`migration ${m.name} was changed after it was applied`);
+        continue;
+      }
+      await sql.script(
+        `BEGIN;\n${m.sql}\n;INSERT INTO "_prisma_migrations" (id, checksum, finished_at, migration_name, applied_steps_count) ` +
+          `VALUES ('${randomUUID()}', '${m.checksum}', now(), '${m.name.replace(/'/g, "''")}', 1);\nCOMMIT;`,
+      );
+      applied.push(m.name);
+    }
+  } finally {
+    await sql.script(`SELECT pg_advisory_unlock(${PRISMA_ADVISORY_LOCK})`);
+  }
+  return applied;
+}
+
+/** True when every migration on disk is recorded as applied. */
+export async function migrationsApplied(sql: Sql, migrations: Migration[]): Promise<boolean> {
+  const rows = await sql.query<{ migration_name: string }>(
+    `SELECT migration_name FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
+  );
+  const names = new Set(rows.map((r) => r.migration_name));
+  return migrations.every((m) => names.has(m.name));
+}

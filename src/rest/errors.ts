@@ -1,0 +1,28 @@
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { CoreError, type ErrorCode } from "../core/errors.js";
+
+const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
+  VALIDATION: 422,
+  BAD_REQUEST: 400,
+  NOT_FOUND: 404,
+  CONFLICT: 409,
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
+  PARTIAL: 207,
+  UNAVAILABLE: 503,
+};
+
+export interface ErrorAnswer {
+  status: ContentfulStatusCode;
+  body: { detail: unknown };
+  headers?: Record<string, string>;
+}
+
+/** SPEC.md's error shapes: `{detail: [issues]}` for 422, `{detail: "message"}` otherwise. */
+export function toErrorAnswer(err: unknown): ErrorAnswer | null {
+  if (!(err instanceof CoreError)) return null;
+  const status = STATUS[err.code];
+  if (err.code === "VALIDATION") return { status, body: { detail: err.issues } };
+  if (err.code === "UNAVAILABLE") return { status, body: { detail: err.message }, headers: { "Retry-After": "1" } };
+  return { status, body: { detail: err.message } };
+}

@@ -1,0 +1,42 @@
+import type { Context } from "hono";
+import type { z } from "zod";
+import type { Tenant } from "../core/auth.js";
+import { invalid } from "../core/errors.js";
+import { parseInput } from "../core/validation.js";
+
+export type Env = { Variables: { tenant: Tenant } };
+
+/**
+ * The JSON body, or undefined when there is none. Malformed JSON is a 422 as FastAPI answers it,
+ * so that no handler sees half-parsed input.
+ */
+export async function readJson(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (text.trim() === "") return undefined;
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw invalid([
+      {
+        loc: ["body", 0],
+        msg: "JSON decode error",
+        type: "json_invalid",
+        input: {},
+        ctx: { error: err instanceof Error ? err.message : "invalid JSON" },
+      },
+    ]);
+  }
+}
+
+export const pathParams = <S extends z.ZodType>(c: Context, schema: S): z.output<S> =>
+  parseInput(schema, c.req.param(), "path");
+
+/** Query parameters; a name given more than once yields an array (`?deployment_ids=a&deployment_ids=b`). */
+export function queryParams<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
+  const all = c.req.queries();
+  const flat: Record<string, string | string[]> = {};
+  for (const [name, values] of Object.entries(all)) flat[name] = values.length === 1 ? values[0]! : values;
+  return parseInput(schema, flat, "query");
+}
+
+export const iso = (d: Date | null) => (d ? d.toISOString() : null);

@@ -1,0 +1,25 @@
+import { Hono } from "hono";
+import type { Core } from "../core/index.js";
+import type { Env } from "./http.js";
+import { listenerRoutes } from "./listeners.js";
+
+/** The REST face: SPEC.md's and COMPAT.md's paths, authenticated, over core. */
+export function restRoutes(core: Core) {
+  const api = new Hono<Env>();
+  api.use("/v1/*", authenticate(core));
+  api.use("/v2/*", authenticate(core));
+  api.route("/", listenerRoutes(core.listeners));
+  return api;
+}
+
+function authenticate(core: Core) {
+  return async (c: import("hono").Context<Env>, next: () => Promise<void>) => {
+    const tenant = await core.auth.authenticate({
+      apiKey: c.req.header("x-api-key"),
+      tenantId: c.req.header("x-tenant-id"),
+      authorization: c.req.header("authorization"),
+    });
+    c.set("tenant", tenant);
+    await next();
+  };
+}

@@ -1,0 +1,67 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import type { TestProject } from "vitest/node";
+import { openDatabase } from "../../src/db/client.js";
+import { migrate } from "../../src/db/migrate.js";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** PGlite runs: a migrated data directory dump that each test file starts from. */
+    pgliteSnapshotPath: string | null;
+    /** PostgreSQL runs: a migrated template database that each test file copies. */
+    pgTemplate: { adminUrl: string; name: string } | null;
+  }
+}
+
+/**
+ * Migrates once per test run: PGlite takes seconds to initialise, so every test file loads a snapshot;
+ * on PostgreSQL (TEST_DATABASE_URL) every test file gets a fresh copy of a migrated template database.
+ */
+export default async function setup(project: TestProject) {
+  const adminUrl = process.env.TEST_DATABASE_URL;
+  if (adminUrl) {
+    const name = `dcp_tpl_${process.pid}_${Date.now()}`;
+    await adminQuery(adminUrl, `CREATE DATABASE ${name}`);
+    const db = await openDatabase({ kind: "postgres", url: withDatabase(adminUrl, name) }, { poolSize: 1 });
+    await migrate(db.sql);
+    await db.close();
+    project.provide("pgTemplate", { adminUrl, name });
+    project.provide("pgliteSnapshotPath", null);
+    return async () => {
+      await dropDatabases(adminUrl, `dcp_t_${process.pid}_%`);
+      await adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    };
+  }
+  const dir = mkdtempSync(join(tmpdir(), "dcp-test-"));
+  const db = await openDatabase({ kind: "pglite", dataDir: null });
+  await migrate(db.sql);
+  const path = join(dir, "migrated.tar");
+  writeFileSync(path, Buffer.from(await (await db.snapshot!()).arrayBuffer()));
+  await db.close();
+  project.provide("pgliteSnapshotPath", path);
+  project.provide("pgTemplate", null);
+  return () => rmSync(dir, { recursive: true, force: true });
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+export async function adminQuery(adminUrl: string, sql: string, params: unknown[] = []) {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    return (await client.query(sql, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+async function dropDatabases(adminUrl: string, pattern: string) {
+  const rows = await adminQuery(adminUrl, "SELECT datname FROM pg_database WHERE datname LIKE $1", [pattern]);
+  for (const { datname } of rows) await adminQuery(adminUrl, `DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+}
