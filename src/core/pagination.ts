@@ -74,3 +74,50 @@ export const beforePosition = (p: Position) => ({
 
 export const newestFirst = [{ createdAt: "desc" as const }, { id: "desc" as const }];
 export const oldestFirst = [{ createdAt: "asc" as const }, { id: "asc" as const }];
+
+/** Relay-style paging over (created_at DESC, id DESC): `first`/`after` forward, `last`/`before` backward. */
+export interface KeysetArgs {
+  first?: number;
+  after?: Position;
+  last?: number;
+  before?: Position;
+}
+
+export interface KeysetPage<T> {
+  items: T[];
+  hasNextPage: boolean;
+  hasPreviousPage: boolean;
+}
+
+type Ordering = typeof newestFirst | typeof oldestFirst;
+
+/**
+ * One query for any keyset page: fetches one row more than asked to learn whether another page
+ * exists. Positions compare on (created_at, id), so rows inserted meanwhile never shift a page.
+ * `query` runs the model's findMany with the caller's own filters ANDed with `where`.
+ */
+export async function keysetPage<T extends Position>(
+  args: KeysetArgs,
+  query: (q: { where: object; orderBy: Ordering; take: number }) => Promise<T[]>,
+  defaultSize = 20,
+): Promise<KeysetPage<T>> {
+  const bounds = [args.after && afterPosition(args.after), args.before && beforePosition(args.before)].filter(
+    (b): b is ReturnType<typeof afterPosition> => Boolean(b),
+  );
+  const where = bounds.length > 0 ? { AND: bounds } : {};
+  if (args.last !== undefined && args.first === undefined) {
+    const rows = await query({ where, orderBy: oldestFirst, take: args.last + 1 });
+    return {
+      items: rows.slice(0, args.last).reverse(),
+      hasPreviousPage: rows.length > args.last,
+      hasNextPage: args.before !== undefined,
+    };
+  }
+  const size = args.first ?? defaultSize;
+  const rows = await query({ where, orderBy: newestFirst, take: size + 1 });
+  const items = rows.slice(0, size);
+  if (args.last !== undefined && items.length > args.last) {
+    return { items: items.slice(items.length - args.last), hasPreviousPage: true, hasNextPage: rows.length > size };
+  }
+  return { items, hasNextPage: rows.length > size, hasPreviousPage: args.after !== undefined };
+}

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inject } from "vitest";
 import { type App, buildApp } from "../../src/app.js";
-import { type Env, loadConfig } from "../../src/config.js";
+import { loadConfig } from "../../src/config.js";
 import { createWorkspace, type NewWorkspace } from "../../src/core/workspaces.js";
 import { adminQuery, withDatabase } from "./global-setup.js";
 
@@ -56,7 +56,7 @@ export interface TestResponse {
  * one PostgreSQL), with a short pipeline step and silent logs unless env says otherwise.
  */
 export async function startTestApp(
-  env: Partial<Env> = {},
+  env: Record<string, string | undefined> = {},
   database?: { url: string } | { snapshot: Blob },
 ): Promise<TestApp> {
   const db = database ?? (await createTestDatabase());
