@@ -5,6 +5,7 @@ import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import type { Config } from "../config.js";
 import { PrismaClient } from "../generated/prisma/client.js";
+import { countStatements, statementLogOptions } from "./statement-counter.js";
 
 export type { PrismaClient };
 
@@ -44,7 +45,7 @@ export async function openDatabase(config: Config["database"], options: OpenOpti
 async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Database> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   const pglite = await PGlite.create(dataDir ?? undefined, snapshot ? { loadDataDir: snapshot } : {});
-  const prisma = new PrismaClient({ adapter: new PrismaPGlite(pglite) });
+  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPGlite(pglite), ...statementLogOptions }));
   return {
     kind: "pglite",
     prisma,
@@ -73,7 +74,7 @@ async function openPostgres(url: string, max: number): Promise<Database> {
   const pool = new pg.Pool({ connectionString: url, max });
   // A connection that the server drops must not crash the process; the next query reconnects.
   pool.on("error", () => {});
-  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPg(pool), ...statementLogOptions }));
   return {
     kind: "postgres",
     prisma,
