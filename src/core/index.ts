@@ -1,6 +1,8 @@
 import { Authenticator } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { ListenerService } from "./listeners.js";
+import { InstallationService } from "./installations.js";
+import { ConnectionService } from "./connections.js";
 
 /** The core: one service per resource, all over the same dependencies. Faces call only this. */
 export function createCore(deps: CoreDeps, options: { jwtSecret?: string }) {
@@ -8,6 +10,8 @@ export function createCore(deps: CoreDeps, options: { jwtSecret?: string }) {
     deps,
     auth: new Authenticator(deps.prisma, options.jwtSecret),
     listeners: new ListenerService(deps),
+    installations: new InstallationService(deps),
+    connections: new ConnectionService(deps),
   };
 }
 

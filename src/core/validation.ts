@@ -27,7 +27,9 @@ export function toFastApiIssue(issue: z.core.$ZodIssue, location: Location): Val
         return { ...base, type: "uuid_parsing", msg: "Input should be a valid UUID, invalid character or length" };
       }
       if (issue.format === "regex") {
-        const pattern = (issue as { pattern?: string }).pattern;
+        // zod gives the regex literal (`/^a$/i`); pydantic shows its source (`^a$`).
+        const raw = (issue as { pattern?: string }).pattern ?? "";
+        const pattern = /^\/(.*)\/[a-z]*$/s.exec(raw)?.[1] ?? raw;
         return { ...base, type: "string_pattern_mismatch", msg: `String should match pattern '${pattern}'`, ctx: { pattern } };
       }
       return { ...base, type: "value_error", msg: `Value error, ${issue.message}` };

@@ -2,6 +2,8 @@ import { Hono } from "hono";
 import type { Core } from "../core/index.js";
 import type { Env } from "./http.js";
 import { listenerRoutes } from "./listeners.js";
+import { integrationRoutes } from "./integrations.js";
+import { connectionRoutes } from "./connections.js";
 
 /** The REST face: SPEC.md's and COMPAT.md's paths, authenticated, over core. */
 export function restRoutes(core: Core) {
@@ -9,6 +11,8 @@ export function restRoutes(core: Core) {
   api.use("/v1/*", authenticate(core));
   api.use("/v2/*", authenticate(core));
   api.route("/", listenerRoutes(core.listeners));
+  api.route("/", integrationRoutes(core.installations));
+  api.route("/", connectionRoutes(core.connections));
   return api;
 }
 

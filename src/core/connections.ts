@@ -1,0 +1,94 @@
+import { z } from "zod";
+import type { AgentConnection } from "../generated/prisma/client.js";
+import type { Tenant } from "./auth.js";
+import type { CoreDeps } from "./context.js";
+import { conflict, notFound } from "./errors.js";
+import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
+import { isUniqueViolation } from "./prisma-errors.js";
+import { parseInput } from "./validation.js";
+
+export type { AgentConnection };
+
+/** SPEC.md's agent id rule (the deployments filter uses the same one). */
+export const agentIdSchema = z
+  .string()
+  .min(1)
+  // abort: a too-long id is one problem (string_too_long), as pydantic reports it, not two.
+  .max(63, { abort: true })
+  .regex(/^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$/);
+
+export const connectionCreateSchema = z.object({
+  // Printable and without whitespace: it is an identifier, and PostgreSQL text cannot hold NUL.
+  oauth_token_id: z
+    .string()
+    .min(1, { abort: true })
+    .max(255, { abort: true })
+    .regex(/^[^\s\p{Cc}]+$/u),
+});
+
+/**
+ * What a connection says about its token. This service holds no OAuth provider, so it knows only
+ * the token's id and claims nothing more: an id of the form `<provider>:<account>` (provider a
+ * lower-case slug, e.g. `github:acme-bot`) names its provider and account label; any other id is
+ * provider `unknown`, labelled by the id itself. Scopes are empty and expires_at is null because no
+ * provider was asked.
+ */
+export function describeToken(oauthTokenId: string) {
+  const match = /^([a-z][a-z0-9_-]{0,62}):(.+)$/.exec(oauthTokenId);
+  return {
+    providerId: match ? match[1]! : "unknown",
+    providerAccountLabel: match ? match[2]! : oauthTokenId,
+    scopes: [] as string[],
+    expiresAt: null,
+  };
+}
+
+export class ConnectionService {
+  constructor(private readonly deps: CoreDeps) {}
+
+  /** Every connection of the agent in the caller's workspace, newest first. */
+  async list(tenant: Tenant, agentId: string): Promise<AgentConnection[]> {
+    return this.deps.prisma.agentConnection.findMany({
+      where: { workspaceId: tenant.workspaceId, agentId },
+      orderBy: newestFirst,
+    });
+  }
+
+  /** Relay-style paging over one agent's connections (GraphQL). */
+  keyset(tenant: Tenant, agentId: string, args: KeysetArgs): Promise<KeysetPage<AgentConnection>> {
+    return keysetPage(args, (q) =>
+      this.deps.prisma.agentConnection.findMany({
+        where: { AND: [{ workspaceId: tenant.workspaceId, agentId }, q.where] },
+        orderBy: q.orderBy,
+        take: q.take,
+      }),
+    );
+  }
+
+  async create(tenant: Tenant, agentId: string, body: unknown): Promise<AgentConnection> {
+    const input = parseInput(connectionCreateSchema, body, "body");
+    try {
+      return await this.deps.prisma.agentConnection.create({
+        data: {
+          workspaceId: tenant.workspaceId,
+          agentId,
+          oauthTokenId: input.oauth_token_id,
+          ...describeToken(input.oauth_token_id),
+          createdBy: tenant.actor,
+        },
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) {
+        throw conflict(`OAuth token '${input.oauth_token_id}' is already connected to agent '${agentId}'.`);
+      }
+      throw err;
+    }
+  }
+
+  async delete(tenant: Tenant, agentId: string, connectionId: string): Promise<void> {
+    const { count } = await this.deps.prisma.agentConnection.deleteMany({
+      where: { id: connectionId, agentId, workspaceId: tenant.workspaceId },
+    });
+    if (count === 0) throw notFound("Connection", connectionId);
+  }
+}

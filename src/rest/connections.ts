@@ -1,0 +1,39 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import { type AgentConnection, type ConnectionService, agentIdSchema } from "../core/connections.js";
+import { type Env, iso, pathParams, readJson } from "./http.js";
+
+const agentParam = z.object({ agent_id: agentIdSchema });
+const connectionParam = z.object({ agent_id: agentIdSchema, connection_id: z.uuid() });
+
+const BASE = "/v2/auth/agents/:agent_id/connections";
+
+export const presentConnection = (c: AgentConnection) => ({
+  id: c.id,
+  agent_id: c.agentId,
+  oauth_token_id: c.oauthTokenId,
+  provider_id: c.providerId,
+  provider_account_label: c.providerAccountLabel,
+  scopes: c.scopes,
+  expires_at: iso(c.expiresAt),
+  created_by: c.createdBy,
+  created_at: iso(c.createdAt),
+});
+
+export function connectionRoutes(connections: ConnectionService) {
+  return new Hono<Env>()
+    .get(BASE, async (c) => {
+      const { agent_id } = pathParams(c, agentParam);
+      return c.json({ data: (await connections.list(c.var.tenant, agent_id)).map(presentConnection) });
+    })
+    .post(BASE, async (c) => {
+      const { agent_id } = pathParams(c, agentParam);
+      const connection = await connections.create(c.var.tenant, agent_id, await readJson(c));
+      return c.json(presentConnection(connection), 201);
+    })
+    .delete(`${BASE}/:connection_id`, async (c) => {
+      const { agent_id, connection_id } = pathParams(c, connectionParam);
+      await connections.delete(c.var.tenant, agent_id, connection_id);
+      return c.body(null, 204);
+    });
+}

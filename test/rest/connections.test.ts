@@ -1,0 +1,171 @@
+import { randomUUID } from "node:crypto";
+import { SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
+
+let t: TestApp;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  ws = await t.workspace();
+});
+afterAll(() => t.close());
+
+const path = (agentId: string) => `/v2/auth/agents/${agentId}/connections`;
+const connect = (key: string, agentId: string, oauthTokenId: unknown) =>
+  t.request("POST", path(agentId), { key, body: { oauth_token_id: oauthTokenId } });
+
+describe("agent connections", () => {
+  it("connects a token, lists it, and deletes it", async () => {
+    const created = await connect(ws.apiKey, "support-bot", "github:acme-bot");
+    expect(created.status).toBe(201);
+    const key = await t.app.db.prisma.apiKey.findFirstOrThrow({ where: { workspaceId: ws.workspaceId } });
+    expect(created.body).toEqual({
+      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      agent_id: "support-bot",
+      oauth_token_id: "github:acme-bot",
+      provider_id: "github",
+      provider_account_label: "acme-bot",
+      scopes: [],
+      expires_at: null,
+      created_by: `api_key:${key.id}`,
+      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/),
+    });
+
+    const list = await t.request("GET", path("support-bot"), { key: ws.apiKey });
+    expect(list.status).toBe(200);
+    expect(list.body).toEqual({ data: [created.body] });
+
+    const deleted = await t.request("DELETE", `${path("support-bot")}/${created.body.id}`, { key: ws.apiKey });
+    expect(deleted.status).toBe(204);
+    expect(deleted.text).toBe("");
+    expect((await t.request("GET", path("support-bot"), { key: ws.apiKey })).body).toEqual({ data: [] });
+
+    const again = await t.request("DELETE", `${path("support-bot")}/${created.body.id}`, { key: ws.apiKey });
+    expect(again.status).toBe(404);
+    expect(again.body).toEqual({ detail: `Connection ID ${created.body.id} not found.` });
+  });
+
+  it("derives the provider only from a `<provider>:<account>` token id and claims nothing else", async () => {
+    const opaque = randomUUID();
+    for (const [tokenId, provider, label] of [
+      [opaque, "unknown", opaque],
+      ["gitlab:team:ops", "gitlab", "team:ops"],
+      ["GitHub:acme", "unknown", "GitHub:acme"],
+      ["github:", "unknown", "github:"],
+    ] as const) {
+      const res = await connect(ws.apiKey, "describer", tokenId);
+      expect(res.status, tokenId).toBe(201);
+      expect(res.body, tokenId).toMatchObject({ provider_id: provider, provider_account_label: label, scopes: [], expires_at: null });
+    }
+  });
+
+  it("records the token's subject as created_by for a bearer caller", async () => {
+    const token = await new SignJWT({ tenant_id: ws.workspaceId })
+      .setProtectedHeader({ alg: "HS256" })
+      .setSubject("user-77")
+      .setExpirationTime("5m")
+      .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+    const res = await t.request("POST", path("jwt-agent"), {
+      headers: { authorization: `Bearer ${token}` },
+      body: { oauth_token_id: "slack:T123" },
+    });
+    expect(res.status).toBe(201);
+    expect(res.body.created_by).toBe("user:user-77");
+  });
+
+  it("lists one agent's connections, newest first", async () => {
+    const mine = await t.workspace();
+    const a = await connect(mine.apiKey, "agent-a", "github:one");
+    const b = await connect(mine.apiKey, "agent-a", "github:two");
+    const c = await connect(mine.apiKey, "agent-a", "github:three");
+    await connect(mine.apiKey, "agent-b", "github:one");
+    const list = await t.request("GET", path("agent-a"), { key: mine.apiKey });
+    const rows = [a.body, b.body, c.body].sort((x, y) =>
+      y.created_at.localeCompare(x.created_at) || (x.id < y.id ? 1 : -1),
+    );
+    expect(list.body.data).toEqual(rows);
+  });
+
+  it("refuses the same token twice on one agent with 409, and allows it elsewhere", async () => {
+    const mine = await t.workspace();
+    expect((await connect(mine.apiKey, "dup-agent", "github:acme")).status).toBe(201);
+    const again = await connect(mine.apiKey, "dup-agent", "github:acme");
+    expect(again.status).toBe(409);
+    expect(again.body).toEqual({ detail: expect.stringContaining("github:acme") });
+    expect((await connect(mine.apiKey, "other-agent", "github:acme")).status).toBe(201);
+    const other = await t.workspace();
+    expect((await connect(other.apiKey, "dup-agent", "github:acme")).status).toBe(201);
+    expect((await t.request("GET", path("dup-agent"), { key: mine.apiKey })).body.data).toHaveLength(1);
+  });
+
+  it("validates agent_id, connection_id and the body, all at once, and changes nothing", async () => {
+    const mine = await t.workspace();
+    const tooLong = `a${"b".repeat(63)}`;
+    for (const bad of ["Agent", "1agent", "agent-", "a_b", tooLong]) {
+      for (const [method, suffix] of [["GET", ""], ["POST", ""], ["DELETE", `/${randomUUID()}`]] as const) {
+        const res = await t.request(method, `${path(bad)}${suffix}`, { key: mine.apiKey, body: method === "POST" ? { oauth_token_id: "x:y" } : undefined });
+        expect(res.status, `${method} ${bad}`).toBe(422);
+        expect(res.body.detail, `${method} ${bad}`).toEqual([
+          expect.objectContaining({ loc: ["path", "agent_id"], input: bad, type: bad === tooLong ? "string_too_long" : "string_pattern_mismatch" }),
+        ]);
+      }
+    }
+    const pattern = await t.request("GET", path("Agent"), { key: mine.apiKey });
+    expect(pattern.body.detail[0]).toEqual({
+      loc: ["path", "agent_id"],
+      type: "string_pattern_mismatch",
+      msg: "String should match pattern '^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$'",
+      input: "Agent",
+      ctx: { pattern: "^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$" },
+    });
+    expect((await connect(mine.apiKey, "a", "x:y")).status).toBe(201);
+    expect((await connect(mine.apiKey, `a${"b".repeat(62)}`, "x:y")).status).toBe(201);
+
+    const both = await t.request("DELETE", `${path("Bad")}/not-a-uuid`, { key: mine.apiKey });
+    expect(both.status).toBe(422);
+    expect(both.body.detail.map((d: { loc: unknown }) => d.loc)).toEqual([["path", "agent_id"], ["path", "connection_id"]]);
+    expect(both.body.detail[1]).toMatchObject({ type: "uuid_parsing", input: "not-a-uuid" });
+
+    for (const [value, type] of [
+      [undefined, "missing"],
+      [42, "string_type"],
+      ["", "string_too_short"],
+      ["has space", "string_pattern_mismatch"],
+      ["nul\u0000byte", "string_pattern_mismatch"],
+      ["x".repeat(256), "string_too_long"],
+    ] as const) {
+      const res = await connect(mine.apiKey, "validated", value);
+      expect(res.status, String(value)).toBe(422);
+      expect(res.body.detail).toEqual([expect.objectContaining({ loc: ["body", "oauth_token_id"], type })]);
+    }
+    const noBody = await t.request("POST", path("validated"), { key: mine.apiKey });
+    expect(noBody.status).toBe(422);
+    const json = await t.request("POST", path("validated"), { key: mine.apiKey, rawBody: "[" });
+    expect(json.body.detail[0]).toMatchObject({ type: "json_invalid" });
+    expect((await t.request("GET", path("validated"), { key: mine.apiKey })).body).toEqual({ data: [] });
+  });
+
+  it("answers 404 for a connection of another agent or another workspace, and hides their lists", async () => {
+    const a = await t.workspace();
+    const b = await t.workspace();
+    const created = await connect(a.apiKey, "private-agent", "github:secret");
+    const id = created.body.id;
+    const wrongAgent = await t.request("DELETE", `${path("someone-else")}/${id}`, { key: a.apiKey });
+    expect(wrongAgent.status).toBe(404);
+    const wrongWorkspace = await t.request("DELETE", `${path("private-agent")}/${id}`, { key: b.apiKey });
+    expect(wrongWorkspace.status).toBe(404);
+    expect(wrongWorkspace.body).toEqual({ detail: `Connection ID ${id} not found.` });
+    expect((await t.request("GET", path("private-agent"), { key: b.apiKey })).body).toEqual({ data: [] });
+    // b connecting the same token to its own agent of that name does not collide with a's.
+    expect((await connect(b.apiKey, "private-agent", "github:secret")).status).toBe(201);
+    expect((await t.request("GET", path("private-agent"), { key: a.apiKey })).body.data).toEqual([created.body]);
+
+    for (const [method, suffix] of [["GET", ""], ["POST", ""], ["DELETE", `/${id}`]] as const) {
+      const res = await t.request(method, `${path("private-agent")}${suffix}`, { body: method === "POST" ? { oauth_token_id: "x" } : undefined });
+      expect(res.status, method).toBe(401);
+    }
+  });
+});
