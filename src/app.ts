@@ -5,6 +5,7 @@ import { createAdaptorServer } from "@hono/node-server";
 import { Hono } from "hono";
 import type { Config } from "./config.js";
 import { createCore, type Core } from "./core/index.js";
+import { IdempotencyService } from "./core/idempotency.js";
 import { CursorCodec } from "./core/pagination.js";
 import { loadSecretsKey, SecretBox } from "./core/secrets.js";
 import { bootstrap } from "./core/workspaces.js";
@@ -13,6 +14,8 @@ import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
 import { MemoryEventBus } from "./events/memory.js";
 import { createLogger, type Logger } from "./logger.js";
 import { toErrorAnswer } from "./rest/errors.js";
+import { idempotency } from "./rest/idempotency.js";
+import { limitBodySize, rateLimit } from "./rest/limits.js";
 import { restRoutes } from "./rest/index.js";
 
 export interface BuildOptions {
@@ -48,7 +51,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     {
       prisma: db.prisma,
       events,
-      secrets: new SecretBox(secretsKey),
+      secrets: new SecretBox(secretsKey, config.secretsKeyPrevious.map((k) => Buffer.from(k, "base64"))),
       cursors: new CursorCodec(createHmac("sha256", secretsKey).update("cursor-signing").digest()),
       deploymentDomain: config.deploymentDomain,
     },
@@ -66,6 +69,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   }
 
   const http = new Hono();
+  // Abuse protection ahead of every route, REST and /graphql alike: throttle first, then cap the body.
+  http.use("*", rateLimit(config.limits.ratePerMinute));
+  http.use("*", limitBodySize(config.limits.maxBodyBytes));
   http.get("/healthz", (c) => c.json({ status: "ok" }));
   http.get("/readyz", async (c) => {
     try {
@@ -75,6 +81,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return c.json({ status: "database unreachable" }, 503);
     }
   });
+  const idempotent = idempotency(
+    new IdempotencyService(db.prisma, createHmac("sha256", secretsKey).update("idempotency-fingerprint").digest()),
+    core.auth,
+    logger,
+  );
+  http.use("/v1/*", idempotent);
+  http.use("/v2/*", idempotent);
   http.route("/", restRoutes(core));
   http.notFound((c) => c.json({ detail: "Not Found" }, 404));
   http.onError((err, c) => {
@@ -97,7 +110,17 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return server;
     },
     async start() {
-      server = createAdaptorServer({ fetch: http.fetch }) as Server;
+      const timeout = config.limits.requestTimeoutMs;
+      server = createAdaptorServer({
+        fetch: http.fetch,
+        // Slow clients (slowloris) get 408 and lose the connection; Node checks every
+        // connectionsCheckingInterval, so that runs at a fraction of the timeout.
+        serverOptions: {
+          requestTimeout: timeout,
+          headersTimeout: timeout,
+          connectionsCheckingInterval: Math.min(30_000, Math.max(25, Math.floor(timeout / 4))),
+        },
+      }) as Server;
       await new Promise<void>((resolve, reject) => {
         server!.once("error", reject);
         server!.listen(config.port, config.host, () => resolve());

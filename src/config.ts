@@ -18,6 +18,14 @@ const envSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes, base64-encoded")
     .optional(),
+  /** Keys that sealed secrets before SECRETS_KEY: still opened, and re-sealed by `npm run secrets:rotate`. */
+  SECRETS_KEY_PREVIOUS: z
+    .string()
+    .regex(/^\s*([A-Za-z0-9+/]{43}=\s*(,\s*[A-Za-z0-9+/]{43}=\s*)*)?$/, "must be comma separated 32-byte base64 keys")
+    .optional(),
+  MAX_BODY_BYTES: z.coerce.number().int().min(1).max(1_073_741_824).default(1_048_576),
+  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(1200),
+  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1).max(3_600_000).default(30_000),
   PIPELINE_STEP_MS: z.coerce.number().int().min(0).max(600_000).default(1500),
   PIPELINE_WORKER: z.enum(["on", "off"]).default("on"),
   DEPLOYMENT_DOMAIN: z.string().min(1).default("deployments.localhost"),
@@ -35,6 +43,16 @@ export interface Config {
   bootstrap: { apiKey?: string; tenantId?: string };
   jwtSecret?: string;
   secretsKey?: string;
+  /** Base64 keys that may have sealed stored secrets before secretsKey. */
+  secretsKeyPrevious: string[];
+  limits: {
+    /** Larger request bodies answer 413 before anything parses them. */
+    maxBodyBytes: number;
+    /** Requests per minute per caller; 0 turns the limit off. */
+    ratePerMinute: number;
+    /** A request (headers and body) must arrive within this; slower clients get 408 and are cut off. */
+    requestTimeoutMs: number;
+  };
   pipeline: { stepMs: number; worker: boolean };
   deploymentDomain: string;
   logLevel: string;
@@ -72,6 +90,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     bootstrap: { apiKey: e.BOOTSTRAP_API_KEY, tenantId: e.BOOTSTRAP_TENANT_ID },
     jwtSecret: e.JWT_SECRET,
     secretsKey: e.SECRETS_KEY,
+    secretsKeyPrevious: (e.SECRETS_KEY_PREVIOUS ?? "").split(",").map((k) => k.trim()).filter((k) => k !== ""),
+    limits: {
+      maxBodyBytes: e.MAX_BODY_BYTES,
+      ratePerMinute: e.RATE_LIMIT_PER_MINUTE,
+      requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    },
     pipeline: { stepMs: e.PIPELINE_STEP_MS, worker: e.PIPELINE_WORKER === "on" },
     deploymentDomain: e.DEPLOYMENT_DOMAIN,
     logLevel: e.LOG_LEVEL,

@@ -1,0 +1,173 @@
+import { createHmac } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { z } from "zod";
+import type { PrismaClient } from "../db/client.js";
+import type { Tenant } from "./auth.js";
+import { conflict, invalid, type ValidationIssue } from "./errors.js";
+import { isUniqueViolation } from "./prisma-errors.js";
+import { toFastApiIssue } from "./validation.js";
+
+/** A POST as the client sent it; only its keyed fingerprint is stored. */
+export interface IdempotentRequest {
+  method: string;
+  /** Path and query string. */
+  path: string;
+  body: string;
+}
+
+/** The answer the first request gave, kept to replay. */
+export interface StoredAnswer {
+  status: number;
+  contentType: string | null;
+  body: string;
+}
+
+/** `fresh`: this caller owns the key and must run the request, then `complete` or `release` it. */
+export type Claim = { kind: "fresh" } | ({ kind: "replay" } & StoredAnswer);
+
+export interface IdempotencyOptions {
+  /** How long an answer is kept (payment APIs keep them a day). */
+  ttlMs?: number;
+  /** How long a duplicate waits for the first request, still running, to finish before a 409. */
+  waitMs?: number;
+  /** A first request still unfinished after this is taken to have died with its process. */
+  staleMs?: number;
+}
+
+const HEADER_LOC = ["header", "idempotency-key"];
+const keySchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[\x21-\x7e]+$/);
+
+/** Expired keys are swept at most this often, by whichever claim comes along. */
+const PURGE_EVERY_MS = 60_000;
+
+/**
+ * Idempotency-Key for creates, as payment APIs do it: the first request with a key runs and its
+ * answer is stored; a retry with the same key and the same request gets that answer again and
+ * changes nothing; the same key with another request is a 422. Keys are per workspace. Concurrent
+ * duplicates meet at the primary key (workspace_id, key): one inserts and runs, the others wait
+ * for its answer (or get a 409 if it takes too long).
+ */
+export class IdempotencyService {
+  private readonly ttlMs: number;
+  private readonly waitMs: number;
+  private readonly staleMs: number;
+  private lastPurge = 0;
+
+  constructor(
+    private readonly prisma: PrismaClient,
+    /** Fingerprints are keyed: a plain hash of a body would let anyone with the table guess secret values. */
+    private readonly fingerprintKey: Buffer,
+    options: IdempotencyOptions = {},
+  ) {
+    this.ttlMs = options.ttlMs ?? 24 * 60 * 60_000;
+    this.waitMs = options.waitMs ?? 10_000;
+    this.staleMs = options.staleMs ?? 60_000;
+  }
+
+  async claim(tenant: Tenant, rawKey: string, request: IdempotentRequest): Promise<Claim> {
+    const key = parseKey(rawKey);
+    const fingerprint = this.fingerprint(request);
+    await this.purgeExpired();
+    const id = { workspaceId_key: { workspaceId: tenant.workspaceId, key } };
+    const deadline = Date.now() + this.waitMs;
+    for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
+      const now = new Date();
+      try {
+        await this.prisma.idempotencyKey.create({
+          data: { workspaceId: tenant.workspaceId, key, fingerprint, expiresAt: new Date(now.getTime() + this.ttlMs) },
+        });
+        return { kind: "fresh" };
+      } catch (err) {
+        if (!isUniqueViolation(err)) throw err;
+      }
+      const row = await this.prisma.idempotencyKey.findUnique({ where: id });
+      if (!row) continue; // released or expired in between: try to insert again
+      if (row.expiresAt <= now) {
+        await this.prisma.idempotencyKey.deleteMany({ where: { ...id.workspaceId_key, expiresAt: { lte: now } } });
+        continue;
+      }
+      if (row.fingerprint !== fingerprint) throw mismatch(rawKey);
+      if (row.status !== null) {
+        return { kind: "replay", status: row.status, contentType: row.contentType, body: row.responseBody ?? "" };
+      }
+      if (now.getTime() - row.createdAt.getTime() > this.staleMs) {
+        await this.prisma.idempotencyKey.deleteMany({
+          where: { ...id.workspaceId_key, status: null, createdAt: row.createdAt },
+        });
+        continue;
+      }
+      if (Date.now() + pause > deadline) {
+        throw conflict("A request with this Idempotency-Key is still being processed; retry it later.");
+      }
+      await sleep(pause);
+    }
+  }
+
+  /** Stores the answer of a fresh claim, for its retries. */
+  async complete(tenant: Tenant, key: string, answer: StoredAnswer): Promise<void> {
+    await this.prisma.idempotencyKey.updateMany({
+      where: { workspaceId: tenant.workspaceId, key, status: null },
+      data: { status: answer.status, contentType: answer.contentType, responseBody: answer.body },
+    });
+  }
+
+  /** Gives a fresh claim up (the request failed on the server's side), so that a retry runs again. */
+  async release(tenant: Tenant, key: string): Promise<void> {
+    await this.prisma.idempotencyKey.deleteMany({ where: { workspaceId: tenant.workspaceId, key, status: null } });
+  }
+
+  private fingerprint(request: IdempotentRequest): string {
+    return createHmac("sha256", this.fingerprintKey)
+      .update(`${request.method.toUpperCase()}\n${request.path}\n${canonicalBody(request.body)}`)
+      .digest("hex");
+  }
+
+  private async purgeExpired() {
+    const now = Date.now();
+    if (now - this.lastPurge < PURGE_EVERY_MS) return;
+    this.lastPurge = now;
+    await this.prisma.idempotencyKey.deleteMany({ where: { expiresAt: { lte: new Date(now) } } });
+  }
+}
+
+function parseKey(raw: string): string {
+  const result = keySchema.safeParse(raw, { reportInput: true });
+  if (result.success) return result.data;
+  throw invalid(result.error.issues.map((issue) => ({ ...toFastApiIssue(issue, "body"), loc: HEADER_LOC })));
+}
+
+function mismatch(key: string) {
+  const issue: ValidationIssue = {
+    loc: HEADER_LOC,
+    msg: "Value error, this Idempotency-Key was already used with a different request",
+    type: "value_error",
+    input: key,
+  };
+  return invalid([issue]);
+}
+
+/** The same JSON with keys in another order or other spacing is the same request. */
+function canonicalBody(body: string): string {
+  if (body.trim() === "") return "";
+  try {
+    return JSON.stringify(sortKeys(JSON.parse(body)));
+  } catch {
+    return body;
+  }
+}
+
+function sortKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortKeys);
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(
+      Object.keys(value)
+        .sort()
+        .map((k) => [k, sortKeys((value as Record<string, unknown>)[k])]),
+    );
+  }
+  return value;
+}

@@ -1,0 +1,61 @@
+import type { MiddlewareHandler } from "hono";
+import type { Authenticator, Tenant } from "../core/auth.js";
+import { CoreError } from "../core/errors.js";
+import type { IdempotencyService } from "../core/idempotency.js";
+import type { Logger } from "../logger.js";
+
+/**
+ * `Idempotency-Key` on POSTs. The first request with a key runs and its answer (status and body) is
+ * stored; a retry gets that answer back with `Idempotent-Replayed: true` and runs nothing. Answers
+ * of 5xx are not kept: the server failed, so a retry runs again.
+ *
+ * Runs before the REST routes, so it authenticates on its own (the same cached lookup the routes
+ * make); a caller that fails authentication is passed on, and the route refuses it as usual.
+ */
+export function idempotency(service: IdempotencyService, auth: Authenticator, logger: Logger): MiddlewareHandler {
+  return async (c, next) => {
+    const key = c.req.header("idempotency-key");
+    if (c.req.method !== "POST" || key === undefined) return next();
+
+    let tenant: Tenant;
+    try {
+      tenant = await auth.authenticate({
+        apiKey: c.req.header("x-api-key"),
+        tenantId: c.req.header("x-tenant-id"),
+        authorization: c.req.header("authorization"),
+      });
+    } catch (err) {
+      if (err instanceof CoreError) return next();
+      throw err;
+    }
+
+    // Cached by Hono: the handler reads the same text again.
+    const body = await c.req.text();
+    const url = new URL(c.req.url);
+    const claim = await service.claim(tenant, key, { method: c.req.method, path: url.pathname + url.search, body });
+    if (claim.kind === "replay") {
+      const headers: Record<string, string> = { "Idempotent-Replayed": "true" };
+      if (claim.contentType) headers["Content-Type"] = claim.contentType;
+      return new Response(claim.status === 204 ? null : claim.body, { status: claim.status, headers });
+    }
+
+    try {
+      await next();
+    } catch (err) {
+      await service.release(tenant, key).catch(() => {});
+      throw err;
+    }
+    const res = c.res;
+    try {
+      if (res.status >= 500) {
+        await service.release(tenant, key);
+      } else {
+        const text = await res.clone().text();
+        await service.complete(tenant, key, { status: res.status, contentType: res.headers.get("content-type"), body: text });
+      }
+    } catch (err) {
+      // The request itself succeeded: answer it. The key stays claimed until it goes stale.
+      logger.warn({ err, path: url.pathname }, "could not store the answer of an idempotent request");
+    }
+  };
+}
