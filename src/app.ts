@@ -11,8 +11,10 @@ import { loadSecretsKey, SecretBox } from "./core/secrets.js";
 import { bootstrap } from "./core/workspaces.js";
 import { type Database, openDatabase } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
-import { MemoryEventBus } from "./events/memory.js";
+import { createEventBus } from "./events/index.js";
 import { createLogger, type Logger } from "./logger.js";
+import { SimulatorRuntime } from "./pipeline/runtimes/simulator.js";
+import { PipelineWorker, type WorkerOptions } from "./pipeline/worker.js";
 import { toErrorAnswer } from "./rest/errors.js";
 import { idempotency } from "./rest/idempotency.js";
 import { limitBodySize, rateLimit } from "./rest/limits.js";
@@ -22,6 +24,8 @@ export interface BuildOptions {
   logger?: Logger;
   /** PGlite only: start from this migrated snapshot instead of an empty database (tests). */
   pgliteSnapshot?: Blob;
+  /** Pipeline worker tuning (tests: short leases and polls). */
+  pipeline?: Partial<WorkerOptions>;
 }
 
 export interface App {
@@ -36,6 +40,8 @@ export interface App {
   /** Stops accepting, drains requests in flight, then closes the database. */
   stop(): Promise<void>;
   readonly server: Server | null;
+  /** The pipeline worker of this instance; null when PIPELINE_WORKER=off. */
+  readonly worker: PipelineWorker | null;
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
@@ -46,7 +52,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
 
   const secretsKey = loadSecretsKey(config.secretsKey, config.dataDir);
-  const events = new MemoryEventBus();
+  const events = await createEventBus(db, config.database.kind === "postgres" ? config.database.url : null, logger);
   const core = createCore(
     {
       prisma: db.prisma,
@@ -67,6 +73,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   } else if (boot.kind === "created") {
     logger.info({ workspace_id: boot.workspaceId }, "provisioned BOOTSTRAP_API_KEY");
   }
+
+  const worker = config.pipeline.worker
+    ? new PipelineWorker(core.deps, new SimulatorRuntime(config.pipeline.stepMs), logger.child({ component: "pipeline" }), options.pipeline)
+    : null;
+  worker?.start();
 
   const http = new Hono();
   // Abuse protection ahead of every route, REST and /graphql alike: throttle first, then cap the body.
@@ -109,6 +120,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     get server() {
       return server;
     },
+    worker,
     async start() {
       const timeout = config.limits.requestTimeoutMs;
       server = createAdaptorServer({
@@ -134,6 +146,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         server.closeIdleConnections();
         await closing;
       }
+      // Before the database closes: steps in progress are aborted and their leases handed back.
+      await worker?.stop();
       await events.close();
       await db.close();
     },

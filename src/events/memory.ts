@@ -1,4 +1,4 @@
-import { type DomainEvent, type EventBus, topicOf, type Unsubscribe } from "./types.js";
+import { type DomainEvent, type EventBus, topicsOf, type Unsubscribe } from "./types.js";
 
 /** Delivery within one process: the embedded default, and the local fan-out of the PostgreSQL bus. */
 export class MemoryEventBus implements EventBus {
@@ -9,9 +9,11 @@ export class MemoryEventBus implements EventBus {
   }
 
   deliver(event: DomainEvent): void {
-    const set = this.handlers.get(topicOf(event));
-    if (!set) return;
-    for (const handler of set) handler(event);
+    for (const topic of topicsOf(event)) {
+      const set = this.handlers.get(topic);
+      if (!set) continue;
+      for (const handler of set) handler(event);
+    }
   }
 
   subscribe(topic: string, handler: (event: DomainEvent) => void): Unsubscribe {

@@ -25,6 +25,16 @@ export function topicOf(event: DomainEvent): string {
   }
 }
 
+/**
+ * Every topic an event is delivered on: a revision's status change is also a change among its
+ * deployment's revisions, so one publication reaches both kinds of subscriber.
+ */
+export function topicsOf(event: DomainEvent): string[] {
+  return event.type === "revision.status"
+    ? [topics.revision(event.revisionId), topics.deploymentRevisions(event.deploymentId)]
+    : [topicOf(event)];
+}
+
 export type Unsubscribe = () => void;
 
 export interface EventBus {

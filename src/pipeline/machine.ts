@@ -71,8 +71,18 @@ const FAILURE: Partial<Record<RevisionStatus, RevisionStatus>> = {
 };
 
 /** Statuses in which no build (or, for image-only sources, no deploy) has started yet. */
-const NOT_STARTED = (route: Route): ReadonlySet<RevisionStatus> =>
-  new Set<RevisionStatus>(route.build ? ["CREATING", "QUEUED", "AWAITING_BUILD"] : ["CREATING", "QUEUED", "AWAITING_DEPLOY"]);
+const NOT_STARTED_BUILT: ReadonlySet<RevisionStatus> = new Set(["CREATING", "QUEUED", "AWAITING_BUILD"]);
+const NOT_STARTED_IMAGE: ReadonlySet<RevisionStatus> = new Set(["CREATING", "QUEUED", "AWAITING_DEPLOY"]);
+const NOT_STARTED = (route: Route) => (route.build ? NOT_STARTED_BUILT : NOT_STARTED_IMAGE);
+
+/** A newer revision of the same deployment makes a revision in one of these statuses SKIPPED. */
+export const canBeSkipped = (status: RevisionStatus, route: Route) => NOT_STARTED(route).has(status);
+
+/**
+ * Past the queue and not finished: the deployment's one revision in flight. A QUEUED revision waits
+ * while another revision of its deployment is in one of these.
+ */
+export const IN_FLIGHT_STATUSES: readonly RevisionStatus[] = ["AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING"];
 
 export function transition(from: RevisionStatus, event: RevisionEvent, route: Route): Transition {
   if (isTerminal(from)) return { ok: false, reason: `revision is already ${from}` };
@@ -105,3 +115,11 @@ export function transition(from: RevisionStatus, event: RevisionEvent, route: Ro
 }
 
 export const routeFor = (source: string): Route => ({ build: source !== "external_container" });
+
+/**
+ * A deployment's own statuses (COMPAT.md): AWAITING_DATABASE until its first revision deploys, READY
+ * after, AWAITING_DELETE while it is being deleted. UNUSED and UNKNOWN exist for clients; nothing here
+ * sets them.
+ */
+export const DEPLOYMENT_STATUSES = ["AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"] as const;
+export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];

@@ -1,0 +1,128 @@
+import { randomUUID } from "node:crypto";
+import pg from "pg";
+import type { Logger } from "../logger.js";
+import { MemoryEventBus } from "./memory.js";
+import { type DomainEvent, type EventBus, type Unsubscribe } from "./types.js";
+
+/** The one channel every replica listens on; subscribers filter by topic locally. */
+export const CHANNEL = "dcp_events";
+
+interface Envelope {
+  /** The publishing replica, which has already delivered the event to its own subscribers. */
+  o: string;
+  e: DomainEvent;
+}
+
+/**
+ * Cross-replica events over PostgreSQL LISTEN/NOTIFY. Each replica delivers its own publications at
+ * once, NOTIFYs them with its origin id, and delivers what other replicas NOTIFY. Events carry ids only
+ * (subscribers refetch), far under NOTIFY's 8000-byte payload limit. While the listening connection is
+ * down, other replicas' events are missed; it reconnects with backoff.
+ */
+export class PostgresEventBus implements EventBus {
+  private readonly local = new MemoryEventBus();
+  private readonly origin = randomUUID();
+  private client: pg.Client | null = null;
+  private closed = false;
+  private retryMs = 250;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly connectionString: string,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Connects the listening session; resolves once LISTEN is in effect. */
+  async start(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.connectionString });
+    client.on("notification", (msg) => this.receive(msg.channel, msg.payload));
+    client.on("error", (err) => {
+      this.logger.warn({ err }, "events: listening connection failed; reconnecting");
+      this.lost(client);
+    });
+    client.on("end", () => this.lost(client));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANNEL}`);
+    } catch (err) {
+      await client.end().catch(() => {});
+      throw err;
+    }
+    if (this.closed) {
+      await client.end().catch(() => {});
+      return;
+    }
+    this.client = client;
+    this.retryMs = 250;
+  }
+
+  async publish(event: DomainEvent): Promise<void> {
+    this.local.deliver(event);
+    const payload: Envelope = { o: this.origin, e: event };
+    try {
+      await this.pool.query("SELECT pg_notify($1, $2)", [CHANNEL, JSON.stringify(payload)]);
+    } catch (err) {
+      // The change is committed already; other replicas' subscribers catch up when they refetch.
+      this.logger.warn({ err, event: event.type }, "events: NOTIFY failed; other replicas miss this event");
+    }
+  }
+
+  subscribe(topic: string, handler: (event: DomainEvent) => void): Unsubscribe {
+    return this.local.subscribe(topic, handler);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    const client = this.client;
+    this.client = null;
+    await this.local.close();
+    if (client) await client.end().catch(() => {});
+  }
+
+  private receive(channel: string, payload: string | undefined) {
+    if (channel !== CHANNEL || !payload) return;
+    let envelope: Envelope;
+    try {
+      envelope = JSON.parse(payload) as Envelope;
+    } catch {
+      this.logger.warn({ channel }, "events: ignored a malformed notification");
+      return;
+    }
+    if (envelope.o === this.origin || !envelope.e) return;
+    try {
+      this.local.deliver(envelope.e);
+    } catch (err) {
+      this.logger.error({ err, event: envelope.e.type }, "events: a subscriber failed");
+    }
+  }
+
+  private lost(client: pg.Client) {
+    if (this.client !== client) return;
+    this.client = null;
+    client.end().catch(() => {});
+    this.connectLater();
+  }
+
+  private connectLater() {
+    if (this.closed || this.reconnectTimer) return;
+    const delay = this.retryMs;
+    this.retryMs = Math.min(this.retryMs * 2, 5_000);
+    this.reconnectTimer = setTimeout(async () => {
+      this.reconnectTimer = null;
+      if (this.closed) return;
+      try {
+        await this.start();
+      } catch (err) {
+        this.logger.warn({ err }, "events: reconnecting failed; retrying");
+        this.connectLater();
+      }
+    }, delay);
+  }
+
+  /** Whether the listening session is up (readiness, tests). */
+  get listening(): boolean {
+    return this.client !== null;
+  }
+}

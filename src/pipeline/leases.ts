@@ -1,0 +1,51 @@
+import type { PrismaClient } from "../db/client.js";
+
+/**
+ * Durable pipeline work lives on the revision row: `next_step_at` says when its next step is due,
+ * `lease_owner`/`lease_until` who is doing it. A worker that dies keeps its lease only until
+ * `lease_until`; then any worker claims the step again. Plain SQL, so that claiming is one statement
+ * with FOR UPDATE SKIP LOCKED and never touches `updated_at` (which shows transitions only).
+ */
+export class Leases {
+  constructor(
+    private readonly prisma: PrismaClient,
+    private readonly owner: string,
+    private readonly leaseMs: number,
+  ) {}
+
+  /** Leases up to `limit` due steps that nobody holds (or whose holder's lease ran out); their ids. */
+  async claim(limit: number): Promise<string[]> {
+    const rows = await this.prisma.$queryRaw<{ id: string }[]>`
+      UPDATE revisions SET lease_owner = ${this.owner}, lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond'
+      WHERE id IN (
+        SELECT id FROM revisions
+        WHERE next_step_at <= now() AND (lease_until IS NULL OR lease_until < now())
+        ORDER BY next_step_at
+        LIMIT ${limit}::int
+        FOR UPDATE SKIP LOCKED)
+      RETURNING id`;
+    return rows.map((r) => r.id);
+  }
+
+  /** Extends a lease still held; false when it was lost (expired and claimed, or the revision moved on). */
+  async renew(revisionId: string): Promise<boolean> {
+    const count = await this.prisma.$executeRaw`
+      UPDATE revisions SET lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond'
+      WHERE id = ${revisionId}::uuid AND lease_owner = ${this.owner}`;
+    return count > 0;
+  }
+
+  /** Gives a step back, due again after `delayMs` (a retry, or a queued revision waiting its turn). */
+  async release(revisionId: string, delayMs: number): Promise<void> {
+    await this.prisma.$executeRaw`
+      UPDATE revisions SET lease_owner = NULL, lease_until = NULL,
+        next_step_at = now() + ${delayMs}::double precision * interval '1 millisecond'
+      WHERE id = ${revisionId}::uuid AND lease_owner = ${this.owner}`;
+  }
+
+  /** Gives back every lease of this owner, due at once: a stopping worker hands its work on. */
+  async releaseAll(): Promise<number> {
+    return this.prisma.$executeRaw`
+      UPDATE revisions SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ${this.owner}`;
+  }
+}

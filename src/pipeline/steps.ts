@@ -1,0 +1,132 @@
+import type { CoreDeps } from "../core/context.js";
+import { lockDeployment, newerThan, publishEvents, transitionInTx, type Tx } from "../core/transitions.js";
+import type { DomainEvent } from "../events/types.js";
+import type { Revision } from "../generated/prisma/client.js";
+import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "./machine.js";
+import type { StepOutcome } from "./runtime.js";
+
+/** What became of a leased step. */
+export type StepResult = "committed" | "skipped" | "waiting" | "lost";
+
+type Decision = { kind: "lost" } | { kind: "skip"; current: Revision } | { kind: "wait"; current: Revision; blocker: Revision } | { kind: "go"; current: Revision };
+
+/**
+ * The pipeline's decisions, each in one transaction under the deployment's row lock (the lock that
+ * revision creation and every transition take too), so that "is there a newer revision?" and "is
+ * another one in flight?" cannot change between the answer and the write.
+ */
+export class Steps {
+  constructor(
+    private readonly deps: CoreDeps,
+    private readonly owner: string,
+    /** How long a queued revision waits before looking again (a finishing revision wakes it sooner). */
+    private readonly queuedRecheckMs: number,
+  ) {}
+
+  /** Before the work: a superseded revision is skipped, a queued one behind another waits; "go" otherwise. */
+  async gate(claimed: Revision): Promise<StepResult | "go"> {
+    return this.run(claimed, null);
+  }
+
+  /** After the work: the same checks again, then the step's outcome as a transition. */
+  async commit(claimed: Revision, outcome: StepOutcome): Promise<StepResult> {
+    return (await this.run(claimed, outcome)) as StepResult;
+  }
+
+  /** CREATING needs what the revision refers to: a failure a person can act on when it is gone. */
+  async checkReferences(revision: Revision): Promise<StepOutcome | null> {
+    const prisma = this.deps.prisma;
+    const deployment = await prisma.deployment.findUnique({ where: { id: revision.deploymentId } });
+    if (!deployment) return null; // deleted meanwhile: the commit finds nothing and drops the step
+    const config = asObject(revision.sourceConfig);
+    const integrationId = asString(config.integration_id) ?? deployment.integrationId;
+    const listenerId = asString(config.listener_id) ?? deployment.listenerId;
+    const where = (id: string) => ({ where: { id, workspaceId: revision.workspaceId } });
+    if (revision.source === "codehost") {
+      if (!integrationId || !(await prisma.codehostInstallation.findFirst(where(integrationId)))) {
+        return {
+          ok: false,
+          message:
+            `The code-hosting integration ${integrationId ?? "(none)"} of this deployment no longer exists in the workspace. ` +
+            "Register the installation again (POST /v2/integrations/forge-codehost/installations), then create a new deployment that uses it.",
+        };
+      }
+    }
+    if (revision.source === "external_container" && !listenerId) {
+      return { ok: false, message: "'source_config.listener_id' is required for an external_container revision: none was set." };
+    }
+    if (listenerId && !(await prisma.listener.findFirst(where(listenerId)))) {
+      return {
+        ok: false,
+        message:
+          `The listener ${listenerId} of this deployment no longer exists in the workspace. ` +
+          "Register a listener in the target cluster (POST /v2/listeners), then create a new deployment that uses it.",
+      };
+    }
+    return null;
+  }
+
+  private async run(claimed: Revision, outcome: StepOutcome | null): Promise<StepResult | "go"> {
+    const { result, events } = await this.deps.prisma.$transaction(async (tx) => {
+      const decision = await this.decide(tx, claimed, outcome);
+      switch (decision.kind) {
+        case "lost":
+          return { result: "lost" as const, events: [] };
+        case "skip": {
+          const t = await transitionInTx(tx, this.request(decision.current, "skip"));
+          return { result: "skipped" as const, events: t.events };
+        }
+        case "wait":
+          await this.putBack(tx, decision.current, decision.blocker);
+          return { result: "waiting" as const, events: [] };
+        case "go": {
+          if (!outcome) return { result: "go" as const, events: [] };
+          const t = await transitionInTx(tx, {
+            ...this.request(decision.current, outcome.ok ? "advance" : "fail"),
+            message: outcome.message,
+            patch: outcome.ok && outcome.commit ? { repoCommitSha: outcome.commit.sha, repoCommitTitle: outcome.commit.title } : undefined,
+          });
+          return { result: "committed" as const, events: t.events };
+        }
+      }
+    });
+    await publishEvents(this.deps.events, events as DomainEvent[]);
+    return result;
+  }
+
+  private async decide(tx: Tx, claimed: Revision, outcome: StepOutcome | null): Promise<Decision> {
+    if (!(await lockDeployment(tx, claimed.deploymentId))) return { kind: "lost" };
+    const current = await tx.revision.findUnique({ where: { id: claimed.id } });
+    // Interrupted, deleted, or taken over by another worker after our lease ran out: not ours to move.
+    if (!current || current.status !== claimed.status || current.leaseOwner !== this.owner) return { kind: "lost" };
+    const status = current.status as RevisionStatus;
+    if (canBeSkipped(status, routeFor(current.source))) {
+      const newer = await tx.revision.count({ where: { deploymentId: current.deploymentId, ...newerThan(current) } });
+      if (newer > 0) return { kind: "skip", current };
+    }
+    if (status === "QUEUED" && (outcome === null || outcome.ok)) {
+      const blocker = await tx.revision.findFirst({
+        where: { deploymentId: current.deploymentId, id: { not: current.id }, status: { in: [...IN_FLIGHT_STATUSES] } },
+      });
+      if (blocker) return { kind: "wait", current, blocker };
+    }
+    return { kind: "go", current };
+  }
+
+  private request(current: Revision, event: "advance" | "fail" | "skip") {
+    return { revisionId: current.id, event, expectedFrom: current.status as RevisionStatus, leaseOwner: this.owner };
+  }
+
+  /** Back in the queue, saying what it waits for; a raw write, so updated_at keeps showing transitions only. */
+  private async putBack(tx: Tx, current: Revision, blocker: Revision): Promise<void> {
+    const message = `Queued: waiting for revision ${blocker.id} (${blocker.status}) of this deployment to finish`;
+    await tx.$executeRaw`
+      UPDATE revisions SET lease_owner = NULL, lease_until = NULL, status_message = ${message},
+        next_step_at = now() + ${this.queuedRecheckMs}::double precision * interval '1 millisecond'
+      WHERE id = ${current.id}::uuid`;
+  }
+}
+
+const asObject = (value: unknown): Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+const asString = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);
