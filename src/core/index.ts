@@ -1,6 +1,7 @@
 import { Authenticator } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { ListenerService } from "./listeners.js";
+import { deploymentServices } from "./deployments.js";
 import { InstallationService } from "./installations.js";
 import { ConnectionService } from "./connections.js";
 
@@ -10,6 +11,7 @@ export function createCore(deps: CoreDeps, options: { jwtSecret?: string }) {
     deps,
     auth: new Authenticator(deps.prisma, options.jwtSecret),
     listeners: new ListenerService(deps),
+    ...deploymentServices(deps),
     installations: new InstallationService(deps),
     connections: new ConnectionService(deps),
   };

@@ -2,6 +2,8 @@ import { Hono } from "hono";
 import type { Core } from "../core/index.js";
 import type { Env } from "./http.js";
 import { listenerRoutes } from "./listeners.js";
+import { deploymentRoutes } from "./deployments.js";
+import { revisionRoutes } from "./revisions.js";
 import { integrationRoutes } from "./integrations.js";
 import { connectionRoutes } from "./connections.js";
 
@@ -11,6 +13,8 @@ export function restRoutes(core: Core) {
   api.use("/v1/*", authenticate(core));
   api.use("/v2/*", authenticate(core));
   api.route("/", listenerRoutes(core.listeners));
+  api.route("/", deploymentRoutes(core.deployments));
+  api.route("/", revisionRoutes(core));
   api.route("/", integrationRoutes(core.installations));
   api.route("/", connectionRoutes(core.connections));
   return api;

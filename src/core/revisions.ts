@@ -1,0 +1,152 @@
+import type { Prisma, Revision } from "../generated/prisma/client.js";
+import type { Tenant } from "./auth.js";
+import type { CoreDeps } from "./context.js";
+import { notFound } from "./errors.js";
+import { newestFirst, type OffsetPage } from "./pagination.js";
+import type { StoredSecret } from "./secrets.js";
+import type { RevisionFilter } from "./schemas/deployment.js";
+import { readSecretReferences, readStoredSecrets, type SecretReference } from "./schemas/secrets.js";
+import { readSourceConfig, readSourceRevisionConfig, type SourceConfig, type SourceRevisionConfig } from "./schemas/source-config.js";
+import type { Source } from "./schemas/source.js";
+import { applyTransition } from "./transitions.js";
+
+export type { Revision };
+export type Tx = Prisma.TransactionClient;
+
+/** Everything a revision is built from; secrets already sealed. */
+export interface RevisionSnapshot {
+  source: Source;
+  sourceConfig: SourceConfig;
+  sourceRevisionConfig: SourceRevisionConfig;
+  repoCommitSha?: string | null;
+  repoCommitTitle?: string | null;
+  secrets: StoredSecret[];
+  secretReferences: SecretReference[];
+  shareable: boolean;
+  routeThroughGateway: boolean;
+}
+
+export const CREATED_MESSAGE = "Revision created";
+
+/** Our own plain JSON objects, typed as Prisma's JSON input (interfaces lack its index signature). */
+export const json = (value: object): Prisma.InputJsonValue => value as Prisma.InputJsonValue;
+
+/** A revision's source revision config as shown: its inputs plus the commit the pipeline resolved. */
+export const revisionSourceRevisionConfig = (r: Revision) => ({
+  ...readSourceRevisionConfig(r.sourceRevisionConfig),
+  repo_commit_sha: r.repoCommitSha,
+  repo_commit_title: r.repoCommitTitle,
+});
+
+/** The configuration a revision was made from, to make another from it (redeploy, a rollback). */
+export const snapshotOf = (r: Revision): RevisionSnapshot => ({
+  source: r.source as Source,
+  sourceConfig: readSourceConfig(r.sourceConfig),
+  sourceRevisionConfig: readSourceRevisionConfig(r.sourceRevisionConfig),
+  repoCommitSha: r.repoCommitSha,
+  repoCommitTitle: r.repoCommitTitle,
+  secrets: readStoredSecrets(r.secrets),
+  secretReferences: readSecretReferences(r.secretReferences),
+  shareable: r.shareable,
+  routeThroughGateway: r.routeThroughGateway,
+});
+
+export class RevisionService {
+  constructor(private readonly deps: CoreDeps) {}
+
+  /**
+   * THE one place a revision comes to exist (create, PATCH, create-revision, redeploy). Runs inside
+   * the caller's transaction, which holds the deployment's row lock: inserts the revision as
+   * CREATING, due for the pipeline now, with its first event-log row, and makes it the deployment's
+   * latest. created_at is kept strictly after the previous revision's, so that newest-first order
+   * and latest_revision_id always agree. Call announce() after commit.
+   */
+  async createRecord(tx: Tx, deployment: { id: string; workspaceId: string }, snapshot: RevisionSnapshot) {
+    const previous = await tx.revision.findFirst({
+      where: { deploymentId: deployment.id },
+      orderBy: newestFirst,
+      select: { createdAt: true },
+    });
+    const now = new Date(Math.max(Date.now(), (previous?.createdAt.getTime() ?? 0) + 1));
+    const revision = await tx.revision.create({
+      data: {
+        deploymentId: deployment.id,
+        workspaceId: deployment.workspaceId,
+        status: "CREATING",
+        statusMessage: CREATED_MESSAGE,
+        source: snapshot.source,
+        sourceConfig: json(snapshot.sourceConfig),
+        sourceRevisionConfig: json(snapshot.sourceRevisionConfig),
+        repoCommitSha: snapshot.repoCommitSha ?? null,
+        repoCommitTitle: snapshot.repoCommitTitle ?? null,
+        secrets: json(snapshot.secrets),
+        secretReferences: json(snapshot.secretReferences),
+        shareable: snapshot.shareable,
+        routeThroughGateway: snapshot.routeThroughGateway,
+        // Self-hosted revisions are carried out by a listener in the customer's cluster.
+        remoteReconciled: snapshot.source === "external_container",
+        nextStepAt: now,
+        createdAt: now,
+        updatedAt: now,
+      },
+    });
+    await tx.revisionEvent.create({
+      data: { revisionId: revision.id, fromStatus: null, toStatus: "CREATING", message: CREATED_MESSAGE, at: now },
+    });
+    const updated = await tx.deployment.update({ where: { id: deployment.id }, data: { latestRevisionId: revision.id } });
+    return { revision, deployment: updated };
+  }
+
+  /** After the creating transaction commits: a new revision of the deployment, in status CREATING. */
+  async announce(revision: Revision): Promise<void> {
+    const ids = { workspaceId: revision.workspaceId, deploymentId: revision.deploymentId, revisionId: revision.id };
+    await this.deps.events.publish({ type: "deployment.revisions", ...ids });
+    await this.deps.events.publish({ type: "revision.status", ...ids, status: revision.status });
+  }
+
+  async list(
+    tenant: Tenant,
+    deploymentId: string,
+    query: RevisionFilter & { limit: number; offset: number },
+  ): Promise<OffsetPage<Revision>> {
+    await this.requireDeployment(tenant, deploymentId);
+    const resources = await this.deps.prisma.revision.findMany({
+      where: {
+        deploymentId,
+        workspaceId: tenant.workspaceId,
+        ...(query.status && { status: { in: query.status } }),
+        ...(query.remote_reconciled !== undefined && { remoteReconciled: query.remote_reconciled }),
+      },
+      orderBy: newestFirst,
+      take: query.limit,
+      skip: query.offset,
+    });
+    return { resources, offset: query.offset + resources.length };
+  }
+
+  async get(tenant: Tenant, deploymentId: string, revisionId: string): Promise<Revision> {
+    await this.requireDeployment(tenant, deploymentId);
+    const revision = await this.deps.prisma.revision.findFirst({
+      where: { id: revisionId, deploymentId, workspaceId: tenant.workspaceId },
+    });
+    if (!revision) throw notFound("Revision", revisionId);
+    return revision;
+  }
+
+  /** A user stops an in-flight revision; a terminal one answers 400 (from the state machine). */
+  async interrupt(tenant: Tenant, deploymentId: string, revisionId: string): Promise<Revision> {
+    await this.get(tenant, deploymentId, revisionId);
+    const { revision } = await applyTransition(this.deps, {
+      revisionId,
+      event: "interrupt",
+      workspaceId: tenant.workspaceId,
+      nextStepAt: null,
+    });
+    return revision;
+  }
+
+  private async requireDeployment(tenant: Tenant, id: string): Promise<void> {
+    const found = await this.deps.prisma.deployment.findFirst({ where: { id, workspaceId: tenant.workspaceId }, select: { id: true } });
+    if (!found) throw notFound("Deployment", id);
+  }
+}

@@ -1,0 +1,114 @@
+import { z } from "zod";
+import { REVISION_STATUSES } from "../../pipeline/machine.js";
+import { CoreError, invalid } from "../errors.js";
+import { offsetQuery } from "../pagination.js";
+import { parseInput } from "../validation.js";
+import { agentEnvironmentSchema, agentIdSchema, agentSchema } from "./agent.js";
+import { commaList, queryBool } from "./query.js";
+import { secretReferencesSchema, secretsSchema } from "./secrets.js";
+import {
+  deploymentStatusSchema,
+  deploymentTypeSchema,
+  revisionSourceSchema,
+  sourceConfigSchema,
+  sourceRevisionConfigSchema,
+  sourceSchema,
+} from "./source.js";
+
+export const deploymentNameSchema = z.string().min(1).max(128).regex(/^\S(.*\S)?$/);
+
+/** POST /v2/deployments. `name` is required unless `agent` is given (checked with the source rules). */
+export const deploymentCreateSchema = z.object({
+  name: deploymentNameSchema.nullish(),
+  // Through z.string() first so that an absent source reads "Field required" (type missing), not an enum error.
+  source: z.string().pipe(sourceSchema),
+  source_config: sourceConfigSchema.nullish(),
+  source_revision_config: sourceRevisionConfigSchema.nullish(),
+  secrets: secretsSchema.nullish(),
+  secret_references: secretReferencesSchema.nullish(),
+  agent: agentSchema.nullish(),
+  shareable: z.boolean().nullish(),
+  route_through_gateway: z.boolean().nullish(),
+});
+export type DeploymentCreateInput = z.output<typeof deploymentCreateSchema>;
+
+/** POST /v2/deployments/{id}/revisions: the revision-relevant subset of an update. */
+export const revisionCreateSchema = z.object({
+  revision_source: revisionSourceSchema.nullish(),
+  source_config: sourceConfigSchema.nullish(),
+  source_revision_config: sourceRevisionConfigSchema.nullish(),
+  secrets: secretsSchema.nullish(),
+  secret_references: secretReferencesSchema.nullish(),
+  shareable: z.boolean().nullish(),
+  route_through_gateway: z.boolean().nullish(),
+});
+
+/** PATCH /v2/deployments/{id}. `name` and `source` are read only to refuse a change (400). */
+export const deploymentUpdateSchema = revisionCreateSchema.extend({
+  name: z.string().nullish(),
+  source: z.string().nullish(),
+});
+export type DeploymentUpdateInput = z.output<typeof deploymentUpdateSchema>;
+
+/** Typed filters of the deployment listing (GraphQL builds these directly). */
+export const deploymentFilterSchema = z.object({
+  name: z.string().min(1).max(128).optional(),
+  name_contains: z.string().min(1).max(128).optional(),
+  status: deploymentStatusSchema.optional(),
+  remote_reconciled: z.boolean().optional(),
+  tag_value_ids: z.array(z.uuid()).max(100).optional(),
+  image_version: z.string().min(1).max(128).optional(),
+  deployment_type: deploymentTypeSchema.optional(),
+  deployment_ids: z.array(z.uuid()).max(100).optional(),
+  url: z.string().min(1).max(2048).optional(),
+  agent_id: agentIdSchema.optional(),
+  agent_environment: agentEnvironmentSchema.optional(),
+});
+export type DeploymentFilter = z.output<typeof deploymentFilterSchema>;
+
+/** GET /v2/deployments query string: the same filters, with lists comma separated and booleans as text. */
+export const deploymentListQuerySchema = deploymentFilterSchema.extend({
+  ...offsetQuery,
+  remote_reconciled: queryBool.optional(),
+  tag_value_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).max(100)).optional(),
+  deployment_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).max(100)).optional(),
+});
+
+/** DELETE /v2/deployments?deployment_ids=a&deployment_ids=b (or a,b): 1 to 100 ids. */
+export const deploymentBulkDeleteQuerySchema = z.object({
+  deployment_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).min(1).max(100)),
+});
+
+export const revisionStatusSchema = z.enum(REVISION_STATUSES);
+
+export const revisionFilterSchema = z.object({
+  status: z.array(revisionStatusSchema).max(REVISION_STATUSES.length).optional(),
+  remote_reconciled: z.boolean().optional(),
+});
+export type RevisionFilter = z.output<typeof revisionFilterSchema>;
+
+/** GET /v2/deployments/{id}/revisions query string. */
+export const revisionListQuerySchema = z.object({
+  ...offsetQuery,
+  status: commaList(revisionStatusSchema).optional(),
+  remote_reconciled: queryBool.optional(),
+});
+
+/**
+ * parseInput for bodies that carry secrets: a 422 must never echo a secret value back, so the
+ * `input` of every issue under `secrets` is dropped.
+ */
+export function parseSecretBearingBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  try {
+    return parseInput(schema, body, "body");
+  } catch (err) {
+    if (!(err instanceof CoreError) || err.code !== "VALIDATION") throw err;
+    throw invalid(
+      err.issues.map((issue) => {
+        if (issue.loc[1] !== "secrets") return issue;
+        const { input: _input, ctx: _ctx, ...rest } = issue;
+        return rest;
+      }),
+    );
+  }
+}

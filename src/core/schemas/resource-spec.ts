@@ -1,0 +1,147 @@
+import { z } from "zod";
+
+/** Opaque JSON objects of Kubernetes shapes SPEC.md does not detail (volume sources, securityContext, ...). */
+const object = z.record(z.string(), z.json());
+
+/** cpu fields take decimals such as 0.1; memory and scale fields whole numbers. Bounds keep values sane. */
+const cpu = z.number().gt(0).max(512);
+const memoryMb = z.number().int().min(1).max(4_194_304);
+const scale = z.number().int().min(0).max(1000);
+
+const volumeMountSchema = z.object({
+  name: z.string().min(1).max(253),
+  mountPath: z.string().min(1).max(4096),
+  subPath: z.string().max(4096).nullish(),
+  mountPropagation: z.string().max(64).nullish(),
+  readOnly: z.boolean().nullish(),
+  subPathExpr: z.string().max(4096).nullish(),
+});
+
+const volumeSchema = z.object({
+  name: z.string().min(1).max(253),
+  configMap: object.nullish(),
+  secret: object.nullish(),
+  emptyDir: object.nullish(),
+  persistentVolumeClaim: object.nullish(),
+  nfs: object.nullish(),
+  projected: object.nullish(),
+  downwardAPI: object.nullish(),
+  csi: object.nullish(),
+});
+
+const envVarSchema = z.object({
+  name: z.string().min(1).max(253),
+  value: z.string().nullish(),
+  valueFrom: object.nullish(),
+});
+
+export const containerSchema = z.object({
+  name: z.string().min(1).max(63),
+  image: z.string().min(1).max(1024),
+  imagePullPolicy: z.string().max(32).nullish(),
+  command: z.array(z.string()).nullish(),
+  args: z.array(z.string()).nullish(),
+  workingDir: z.string().nullish(),
+  env: z.array(envVarSchema).nullish(),
+  envFrom: z.array(object).nullish(),
+  resources: z.object({ limits: object.nullish(), requests: object.nullish() }).nullish(),
+  volumeMounts: z.array(volumeMountSchema).nullish(),
+  securityContext: object.nullish(),
+  restartPolicy: z.string().max(32).nullish(),
+});
+
+const scalingRulesSchema = z.object({
+  stabilization_window_seconds: z.number().int().min(0).max(3600).nullish(),
+  select_policy: z.string().max(32).nullish(),
+  policies: z
+    .array(
+      z.object({
+        type: z.string().min(1).max(32),
+        value: z.number().int().min(0),
+        period_seconds: z.number().int().min(1).max(1800),
+      }),
+    )
+    .nullish(),
+});
+
+export const autoscalingBehaviorSchema = z.object({
+  scale_up: scalingRulesSchema.nullish(),
+  scale_down: scalingRulesSchema.nullish(),
+});
+
+const percent = z.number().int().min(1).max(100);
+
+/** [request, limit] pairs: a request above its limit could never be scheduled. */
+const REQUEST_LIMIT_PAIRS = [
+  ["cpu", "cpu_limit"],
+  ["memory_mb", "memory_limit_mb"],
+  ["queue_cpu", "queue_cpu_limit"],
+  ["queue_memory_mb", "queue_memory_limit_mb"],
+  ["cache_cpu", "cache_cpu_limit"],
+  ["cache_memory_mb", "cache_memory_limit_mb"],
+  ["core_cpu", "core_cpu_limit"],
+  ["core_memory_mb", "core_memory_limit_mb"],
+  ["db_cpu", "db_cpu_limit"],
+  ["db_memory_mb", "db_memory_limit_mb"],
+  ["min_scale", "max_scale"],
+  ["queue_min_scale", "queue_max_scale"],
+] as const;
+
+/** SPEC.md's resource spec: every group, every field; all optional and nullable (clients send nulls). */
+export const resourceSpecSchema = z
+  .object({
+    min_scale: scale.nullish(),
+    max_scale: scale.nullish(),
+    cpu: cpu.nullish(),
+    cpu_limit: cpu.nullish(),
+    memory_mb: memoryMb.nullish(),
+    memory_limit_mb: memoryMb.nullish(),
+    queue_min_scale: scale.nullish(),
+    queue_max_scale: scale.nullish(),
+    queue_cpu: cpu.nullish(),
+    queue_cpu_limit: cpu.nullish(),
+    queue_memory_mb: memoryMb.nullish(),
+    queue_memory_limit_mb: memoryMb.nullish(),
+    cache_cpu: cpu.nullish(),
+    cache_cpu_limit: cpu.nullish(),
+    cache_memory_mb: memoryMb.nullish(),
+    cache_memory_limit_mb: memoryMb.nullish(),
+    core_cpu: cpu.nullish(),
+    core_cpu_limit: cpu.nullish(),
+    core_memory_mb: memoryMb.nullish(),
+    core_memory_limit_mb: memoryMb.nullish(),
+    db_cpu: cpu.nullish(),
+    db_cpu_limit: cpu.nullish(),
+    db_memory_mb: memoryMb.nullish(),
+    db_memory_limit_mb: memoryMb.nullish(),
+    db_storage_gi: z.number().int().min(1).max(65_536).nullish(),
+    db_max_connections: z.number().int().min(1).max(100_000).nullish(),
+    labels: z.record(z.string().min(1).max(317), z.string().max(63)).nullish(),
+    annotations: z.record(z.string().min(1).max(317), z.string()).nullish(),
+    service_account_name: z.string().min(1).max(253).nullish(),
+    image_pull_secrets: z.array(z.object({ name: z.string().min(1).max(253) })).nullish(),
+    volumes: z.array(volumeSchema).nullish(),
+    volume_mounts: z.array(volumeMountSchema).nullish(),
+    init_containers: z.array(containerSchema).nullish(),
+    sidecars: z.array(containerSchema).nullish(),
+    // Shown in deployment responses; accepted so that a spec read back can be sent again.
+    cpu_target_percent: percent.nullish(),
+    cpu_scaling_enabled: z.boolean().nullish(),
+    cpu_limit_enabled: z.boolean().nullish(),
+    autoscaling_behavior: autoscalingBehaviorSchema.nullish(),
+    queue_cpu_target_percent: percent.nullish(),
+    queue_cpu_scaling_enabled: z.boolean().nullish(),
+    queue_cpu_limit_enabled: z.boolean().nullish(),
+    queue_autoscaling_behavior: autoscalingBehaviorSchema.nullish(),
+  })
+  .superRefine((spec, ctx) => {
+    for (const [low, high] of REQUEST_LIMIT_PAIRS) {
+      const a = spec[low];
+      const b = spec[high];
+      if (a != null && b != null && a > b) {
+        ctx.addIssue({ code: "custom", path: [low], input: a, message: `${low} must not exceed ${high} (${b})` });
+      }
+    }
+  });
+
+export type ResourceSpec = z.output<typeof resourceSpecSchema>;
