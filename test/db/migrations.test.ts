@@ -1,0 +1,323 @@
+import { createHash } from "node:crypto";
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { get_dmmf } from "@prisma/prisma-schema-wasm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Database, openDatabase, type Sql } from "../../src/db/client.js";
+import { migrate, MIGRATIONS_DIR, readMigrations } from "../../src/db/migrate.js";
+import { adminQuery, withDatabase } from "../support/global-setup.js";
+
+/** The parts of Prisma's DMMF this test reads. */
+interface DmmfField {
+  name: string;
+  dbName?: string | null;
+  kind: "scalar" | "object" | "enum" | "unsupported";
+  type: string;
+  isList: boolean;
+  isRequired: boolean;
+  isUpdatedAt: boolean;
+  hasDefaultValue: boolean;
+  default?: unknown;
+  nativeType?: [string, string[]] | null;
+  relationFromFields?: string[];
+  relationToFields?: string[];
+  relationOnDelete?: string;
+  relationOnUpdate?: string;
+}
+interface DmmfModel {
+  name: string;
+  dbName: string | null;
+  fields: DmmfField[];
+}
+interface DmmfIndex {
+  model: string;
+  type: "id" | "unique" | "normal" | "fulltext";
+  dbName?: string | null;
+  fields: { name: string; sortOrder?: "asc" | "desc" }[];
+}
+
+const dmmf = JSON.parse(
+  get_dmmf(JSON.stringify({ prismaSchema: readFileSync(new URL("../../prisma/schema.prisma", import.meta.url), "utf8") })),
+) as { datamodel: { models: DmmfModel[]; indexes: DmmfIndex[] } };
+const models = dmmf.datamodel.models;
+const tableOf = (m: DmmfModel) => m.dbName ?? m.name;
+const columnOf = (f: DmmfField) => f.dbName ?? f.name;
+const model = (name: string) => models.find((m) => m.name === name)!;
+const column = (m: DmmfModel, field: string) => columnOf(m.fields.find((f) => f.name === field)!);
+
+/** The SQL type Prisma's migrations give a scalar field (format_type's spelling). */
+function sqlType(f: DmmfField): string {
+  const [native, args] = f.nativeType ?? [null, []];
+  const base = (() => {
+    if (native === "Uuid") return "uuid";
+    if (native === "Timestamptz") return `timestamp(${args[0] ?? 6}) with time zone`;
+    if (native) throw new Error(`no rule for native type ${native} of ${f.name}`);
+    const defaults: Record<string, string> = {
+      String: "text",
+      Int: "integer",
+      BigInt: "bigint",
+      Boolean: "boolean",
+      Json: "jsonb",
+      DateTime: "timestamp(3) without time zone",
+      Float: "double precision",
+      Decimal: "numeric(65,30)",
+      Bytes: "bytea",
+    };
+    const type = defaults[f.type];
+    if (!type) throw new Error(`no rule for type ${f.type} of ${f.name}`);
+    return type;
+  })();
+  return f.isList ? `${base}[]` : base;
+}
+
+/** The column default Prisma writes in SQL, or null for none (uuid() and cuid() are made by the client). */
+function sqlDefault(f: DmmfField, table: string): string | RegExp | null {
+  if (!f.hasDefaultValue) return null;
+  const d = f.default;
+  if (typeof d === "object" && d !== null && !Array.isArray(d) && "name" in d) {
+    const name = (d as { name: string }).name;
+    if (name === "now") return "CURRENT_TIMESTAMP";
+    if (name === "autoincrement") return new RegExp(`^nextval\\('"?${table}_${columnOf(f)}_seq"?'::regclass\\)$`);
+    if (["uuid", "cuid", "nanoid", "ulid"].includes(name)) return null;
+    throw new Error(`no rule for default ${name}() of ${f.name}`);
+  }
+  if (Array.isArray(d)) {
+    if (d.length > 0) throw new Error(`no rule for a non-empty list default of ${f.name}`);
+    return `ARRAY[]::${sqlType(f)}`;
+  }
+  if (typeof d === "string") return `'${d.replace(/'/g, "''")}'::text`;
+  return String(d);
+}
+
+const ON_ACTION: Record<string, string> = { a: "NoAction", r: "Restrict", c: "Cascade", n: "SetNull", d: "SetDefault" };
+
+interface Catalog {
+  tables: string[];
+  columns: { table: string; column: string; type: string; notnull: boolean; default: string | null }[];
+  indexes: { table: string; name: string; unique: boolean; primary: boolean; columns: string[]; desc: boolean[] }[];
+  foreignKeys: { table: string; name: string; columns: string[]; refTable: string; refColumns: string[]; onDelete: string; onUpdate: string }[];
+}
+
+async function readCatalog(sql: Sql): Promise<Catalog> {
+  const tables = await sql.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1`,
+  );
+  const columns = await sql.query<Catalog["columns"][number]>(
+    `SELECT c.relname AS table, a.attname AS column, format_type(a.atttypid, a.atttypmod) AS type,
+            a.attnotnull AS notnull, pg_get_expr(d.adbin, d.adrelid) AS default
+     FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+     WHERE n.nspname = current_schema() AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+     ORDER BY 1, 2`,
+  );
+  const indexes = await sql.query<Catalog["indexes"][number]>(
+    `SELECT t.relname AS table, i.relname AS name, ix.indisunique AS unique, ix.indisprimary AS primary,
+            json_agg(a.attname ORDER BY k.ord) AS columns,
+            json_agg((ix.indoption[k.ord - 1] & 1) = 1 ORDER BY k.ord) AS desc
+     FROM pg_index ix JOIN pg_class i ON i.oid = ix.indexrelid JOIN pg_class t ON t.oid = ix.indrelid
+     JOIN pg_namespace n ON n.oid = t.relnamespace
+     CROSS JOIN LATERAL unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+     JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
+     WHERE n.nspname = current_schema() AND t.relname <> '_prisma_migrations'
+     GROUP BY 1, 2, 3, 4 ORDER BY 1, 2`,
+  );
+  const foreignKeys = await sql.query<Catalog["foreignKeys"][number]>(
+    `SELECT t.relname AS table, con.conname AS name, r.relname AS "refTable",
+            (SELECT json_agg(a.attname ORDER BY k.ord) FROM unnest(con.conkey) WITH ORDINALITY k(n, ord)
+               JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n) AS columns,
+            (SELECT json_agg(a.attname ORDER BY k.ord) FROM unnest(con.confkey) WITH ORDINALITY k(n, ord)
+               JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n) AS "refColumns",
+            con.confdeltype AS "onDelete", con.confupdtype AS "onUpdate"
+     FROM pg_constraint con JOIN pg_class t ON t.oid = con.conrelid JOIN pg_class r ON r.oid = con.confrelid
+     JOIN pg_namespace n ON n.oid = t.relnamespace
+     WHERE n.nspname = current_schema() AND con.contype = 'f' ORDER BY 1, 2`,
+  );
+  return {
+    tables: tables.map((t) => t.name),
+    columns,
+    indexes,
+    foreignKeys: foreignKeys.map((fk) => ({ ...fk, onDelete: ON_ACTION[fk.onDelete]!, onUpdate: ON_ACTION[fk.onUpdate]! })),
+  };
+}
+
+/** What the catalog must hold according to schema.prisma, with Prisma's naming conventions. */
+function expectedFromSchema() {
+  const columns = models.flatMap((m) =>
+    m.fields
+      .filter((f) => f.kind === "scalar" || f.kind === "enum")
+      .map((f) => ({
+        table: tableOf(m),
+        column: columnOf(f),
+        type: sqlType(f),
+        // Prisma leaves scalar list columns nullable.
+        notnull: f.isRequired && !f.isList,
+        default: sqlDefault(f, tableOf(m)),
+      })),
+  );
+  const indexes = dmmf.datamodel.indexes.map((i) => {
+    const m = model(i.model);
+    const cols = i.fields.map((f) => column(m, f.name));
+    const suffix = { id: "pkey", unique: "key", normal: "idx", fulltext: "idx" }[i.type];
+    return {
+      table: tableOf(m),
+      name: i.dbName ?? (i.type === "id" ? `${tableOf(m)}_pkey` : `${tableOf(m)}_${cols.join("_")}_${suffix}`.slice(0, 63)),
+      unique: i.type === "id" || i.type === "unique",
+      primary: i.type === "id",
+      columns: cols,
+      desc: i.fields.map((f) => f.sortOrder === "desc"),
+    };
+  });
+  const foreignKeys = models.flatMap((m) =>
+    m.fields
+      .filter((f) => f.kind === "object" && (f.relationFromFields?.length ?? 0) > 0)
+      .map((f) => {
+        const cols = f.relationFromFields!.map((name) => column(m, name));
+        const target = model(f.type);
+        return {
+          table: tableOf(m),
+          name: `${tableOf(m)}_${cols.join("_")}_fkey`,
+          columns: cols,
+          refTable: tableOf(target),
+          refColumns: f.relationToFields!.map((name) => column(target, name)),
+          onDelete: f.relationOnDelete ?? (f.isRequired ? "Restrict" : "SetNull"),
+          onUpdate: f.relationOnUpdate ?? "Cascade",
+        };
+      }),
+  );
+  return { columns, indexes, foreignKeys };
+}
+
+const byKey = <T extends { table: string }>(rows: T[], key: (r: T) => string) =>
+  [...rows].sort((a, b) => key(a).localeCompare(key(b)));
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
+const migrationDirs = readdirSync(MIGRATIONS_DIR, { withFileTypes: true })
+  .filter((e) => e.isDirectory())
+  .map((e) => e.name)
+  .sort();
+
+/** An empty database of each kind this run can reach: PGlite always, PostgreSQL with TEST_DATABASE_URL. */
+const targets: { name: string; open: () => Promise<{ db: Database; drop: () => Promise<void> }> }[] = [
+  {
+    name: "PGlite",
+    open: async () => {
+      const db = await openDatabase({ kind: "pglite", dataDir: null });
+      return { db, drop: () => db.close() };
+    },
+  },
+];
+const adminUrl = process.env.TEST_DATABASE_URL;
+if (adminUrl) {
+  targets.push({
+    name: "PostgreSQL",
+    open: async () => {
+      const name = `dcp_mig_${process.pid}_${Date.now()}`;
+      await adminQuery(adminUrl, `CREATE DATABASE ${name}`);
+      const db = await openDatabase({ kind: "postgres", url: withDatabase(adminUrl, name) }, { poolSize: 3 });
+      return {
+        db,
+        drop: async () => {
+          await db.close();
+          await adminQuery(adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        },
+      };
+    },
+  });
+}
+
+describe.each(targets)("migrations on an empty $name database", (target) => {
+  let db: Database;
+  let drop: () => Promise<void>;
+  let applied: string[];
+
+  beforeAll(async () => {
+    ({ db, drop } = await target.open());
+    expect(await readCatalog(db.sql)).toEqual({ tables: [], columns: [], indexes: [], foreignKeys: [] });
+    applied = await migrate(db.sql);
+  });
+  afterAll(() => drop());
+
+  it("applies every migration folder, in order", () => {
+    expect(migrationDirs.length).toBeGreaterThan(0);
+    expect(applied).toEqual(migrationDirs);
+  });
+
+  it("creates exactly the tables and columns of schema.prisma, with their types, nullability and defaults", async () => {
+    const catalog = await readCatalog(db.sql);
+    expect(catalog.tables).toEqual([...models.map(tableOf), "_prisma_migrations"].sort());
+    const actual = catalog.columns.filter((c) => c.table !== "_prisma_migrations");
+    const key = (c: { table: string; column: string }) => `${c.table}.${c.column}`;
+    const expected = byKey(expectedFromSchema().columns, key);
+    expect(byKey(actual, key).map((c) => ({ ...c, default: expect.anything() }))).toEqual(
+      expected.map((c) => ({ ...c, default: expect.anything() })),
+    );
+    for (const [n, want] of expected.entries()) {
+      const got = byKey(actual, key)[n]!.default;
+      if (want.default instanceof RegExp) expect(got, key(want)).toMatch(want.default);
+      else expect(got, key(want)).toBe(want.default);
+    }
+  });
+
+  it("has exactly the primary keys, unique constraints and indexes of schema.prisma, DESC columns included", async () => {
+    const key = (i: { table: string; name: string }) => `${i.table}.${i.name}`;
+    expect(byKey((await readCatalog(db.sql)).indexes, key)).toEqual(byKey(expectedFromSchema().indexes, key));
+  });
+
+  it("has exactly the foreign keys of schema.prisma, with their ON DELETE and ON UPDATE actions", async () => {
+    const key = (f: { table: string; name: string }) => `${f.table}.${f.name}`;
+    expect(byKey((await readCatalog(db.sql)).foreignKeys, key)).toEqual(byKey(expectedFromSchema().foreignKeys, key));
+  });
+
+  it("records each migration in _prisma_migrations with Prisma's checksum, the SHA-256 of migration.sql", async () => {
+    const rows = await db.sql.query<{ migration_name: string; checksum: string; finished_at: Date | null; rolled_back_at: Date | null; applied_steps_count: number }>(
+      `SELECT migration_name, checksum, finished_at, rolled_back_at, applied_steps_count FROM "_prisma_migrations" ORDER BY migration_name`,
+    );
+    expect(rows).toEqual(
+      migrationDirs.map((name) => ({
+        migration_name: name,
+        checksum: sha256(readFileSync(join(MIGRATIONS_DIR, name, "migration.sql"), "utf8")),
+        finished_at: expect.any(Date),
+        rolled_back_at: null,
+        applied_steps_count: 1,
+      })),
+    );
+  });
+
+  it("is idempotent: a second run applies nothing and records nothing", async () => {
+    expect(await migrate(db.sql)).toEqual([]);
+    const [{ count }] = (await db.sql.query<{ count: number }>(`SELECT count(*)::int AS count FROM "_prisma_migrations"`)) as [{ count: number }];
+    expect(count).toBe(migrationDirs.length);
+  });
+
+  it("refuses a migration that was edited after it was applied, and changes nothing", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dcp-mig-"));
+    try {
+      cpSync(MIGRATIONS_DIR, dir, { recursive: true });
+      const first = join(dir, migrationDirs[0]!, "migration.sql");
+      writeFileSync(first, `${readFileSync(first, "utf8")}\nCREATE TABLE "sneaky" ("id" INTEGER);\n`);
+      const edited = await readMigrations(`${dir}/`);
+      await expect(migrate(db.sql, edited)).rejects.toThrow(`migration ${migrationDirs[0]} was changed after it was applied`);
+      expect((await readCatalog(db.sql)).tables).not.toContain("sneaky");
+      // The advisory lock was released: a correct run still works.
+      expect(await migrate(db.sql)).toEqual([]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.runIf(target.name === "PostgreSQL")("applies each migration once when replicas migrate at the same time", async () => {
+    const { db: fresh, drop: dropFresh } = await target.open();
+    const other = await openDatabase({ kind: "postgres", url: (fresh.pool!.options as { connectionString: string }).connectionString }, { poolSize: 1 });
+    try {
+      const results = await Promise.all([migrate(fresh.sql), migrate(other.sql)]);
+      expect(results.flat().sort()).toEqual(migrationDirs);
+      const rows = await fresh.sql.query<{ migration_name: string }>(`SELECT migration_name FROM "_prisma_migrations"`);
+      expect(rows.map((r) => r.migration_name).sort()).toEqual(migrationDirs);
+    } finally {
+      await other.close();
+      await dropFresh();
+    }
+  });
+});
