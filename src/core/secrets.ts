@@ -36,7 +36,8 @@ export class SecretBox {
     const key = id === undefined ? undefined : this.keys.get(id);
     if (version !== "v1" || !key || payload === undefined) throw new Error("secret sealed with an unknown key");
     const raw = Buffer.from(payload, "base64");
-    const decipher = createDecipheriv("aes-256-gcm", key, raw.subarray(0, 12));
+    // A fixed tag length: otherwise a truncated (shorter, easier to forge) tag would be accepted.
+    const decipher = createDecipheriv("aes-256-gcm", key, raw.subarray(0, 12), { authTagLength: 16 });
     decipher.setAuthTag(raw.subarray(12, 28));
     return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
   }
