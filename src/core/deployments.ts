@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Deployment, Prisma, Revision } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
+import { markDeleting } from "./deployment-status.js";
 import { badRequest, conflict, CoreError, invalid, notFound, type ValidationIssue } from "./errors.js";
 import { newestFirst, type OffsetPage } from "./pagination.js";
 import { isUniqueViolation } from "./prisma-errors.js";
@@ -229,12 +230,10 @@ export class DeploymentService {
 
   /** The one deletion path (single and bulk): revisions and their events go with the deployment. */
   private async remove(tenant: Tenant, ids: string[]): Promise<string[]> {
-    return this.deps.prisma.$transaction(async (tx) => {
-      const found = await tx.deployment.findMany({ where: { id: { in: ids }, workspaceId: tenant.workspaceId }, select: { id: true } });
-      const foundIds = found.map((d) => d.id);
-      if (foundIds.length > 0) await tx.deployment.deleteMany({ where: { id: { in: foundIds }, workspaceId: tenant.workspaceId } });
-      return foundIds;
-    });
+    // Through AWAITING_DELETE, published, before the rows go.
+    const foundIds = await markDeleting(this.deps, tenant.workspaceId, ids);
+    if (foundIds.length > 0) await this.deps.prisma.deployment.deleteMany({ where: { id: { in: foundIds }, workspaceId: tenant.workspaceId } });
+    return foundIds;
   }
 
   /**

@@ -8,7 +8,8 @@ import type { RevisionFilter } from "./schemas/deployment.js";
 import { readSecretReferences, readStoredSecrets, type SecretReference } from "./schemas/secrets.js";
 import { readSourceConfig, readSourceRevisionConfig, type SourceConfig, type SourceRevisionConfig } from "./schemas/source-config.js";
 import type { Source } from "./schemas/source.js";
-import { applyTransition } from "./transitions.js";
+import type { DomainEvent } from "../events/types.js";
+import { applyTransition, publishEvents, skipSuperseded } from "./transitions.js";
 
 export type { Revision };
 export type Tx = Prisma.TransactionClient;
@@ -27,6 +28,9 @@ export interface RevisionSnapshot {
 }
 
 export const CREATED_MESSAGE = "Revision created";
+
+/** SKIPPED transitions made while recording a revision, published by announce() after commit. */
+const superseded = new WeakMap<Revision, DomainEvent[]>();
 
 /** Our own plain JSON objects, typed as Prisma's JSON input (interfaces lack its index signature). */
 export const json = (value: object): Prisma.InputJsonValue => value as Prisma.InputJsonValue;
@@ -93,6 +97,8 @@ export class RevisionService {
     await tx.revisionEvent.create({
       data: { revisionId: revision.id, fromStatus: null, toStatus: "CREATING", message: CREATED_MESSAGE, at: now },
     });
+    // Older revisions that have not started building are SKIPPED in this same transaction.
+    superseded.set(revision, await skipSuperseded(tx, revision));
     const updated = await tx.deployment.update({ where: { id: deployment.id }, data: { latestRevisionId: revision.id } });
     return { revision, deployment: updated };
   }
@@ -102,6 +108,7 @@ export class RevisionService {
     const ids = { workspaceId: revision.workspaceId, deploymentId: revision.deploymentId, revisionId: revision.id };
     await this.deps.events.publish({ type: "deployment.revisions", ...ids });
     await this.deps.events.publish({ type: "revision.status", ...ids, status: revision.status });
+    await publishEvents(this.deps.events, superseded.get(revision) ?? []);
   }
 
   async list(

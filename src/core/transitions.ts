@@ -149,7 +149,12 @@ export async function skipSuperseded(tx: Tx, newer: Pick<Revision, "id" | "deplo
   for (const rev of older) {
     const status = rev.status as RevisionStatus;
     if (!canBeSkipped(status, routeFor(rev.source))) continue;
-    const result = await transitionInTx(tx, { revisionId: rev.id, event: "skip", expectedFrom: status });
+    const result = await transitionInTx(tx, {
+      revisionId: rev.id,
+      event: "skip",
+      expectedFrom: status,
+      message: `Skipped: revision ${newer.id}, created after it, supersedes it`,
+    });
     events.push(...result.events);
   }
   return events;

@@ -6,6 +6,8 @@ import { type DomainEvent, type EventBus, type Unsubscribe } from "./types.js";
 
 /** The one channel every replica listens on; subscribers filter by topic locally. */
 export const CHANNEL = "dcp_events";
+/** How the listening session names itself in pg_stat_activity. */
+export const LISTENER_APPLICATION_NAME = "dcp-events";
 
 interface Envelope {
   /** The publishing replica, which has already delivered the event to its own subscribers. */
@@ -35,7 +37,7 @@ export class PostgresEventBus implements EventBus {
 
   /** Connects the listening session; resolves once LISTEN is in effect. */
   async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString });
+    const client = new pg.Client({ connectionString: this.connectionString, application_name: LISTENER_APPLICATION_NAME });
     client.on("notification", (msg) => this.receive(msg.channel, msg.payload));
     client.on("error", (err) => {
       this.logger.warn({ err }, "events: listening connection failed; reconnecting");

@@ -115,11 +115,3 @@ export function transition(from: RevisionStatus, event: RevisionEvent, route: Ro
 }
 
 export const routeFor = (source: string): Route => ({ build: source !== "external_container" });
-
-/**
- * A deployment's own statuses (COMPAT.md): AWAITING_DATABASE until its first revision deploys, READY
- * after, AWAITING_DELETE while it is being deleted. UNUSED and UNKNOWN exist for clients; nothing here
- * sets them.
- */
-export const DEPLOYMENT_STATUSES = ["AWAITING_DATABASE", "READY", "UNUSED", "AWAITING_DELETE", "UNKNOWN"] as const;
-export type DeploymentStatus = (typeof DEPLOYMENT_STATUSES)[number];

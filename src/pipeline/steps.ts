@@ -25,6 +25,9 @@ export class Steps {
 
   /** Before the work: a superseded revision is skipped, a queued one behind another waits; "go" otherwise. */
   async gate(claimed: Revision): Promise<StepResult | "go"> {
+    const status = claimed.status as RevisionStatus;
+    // Past the queue nothing can hold a revision back; the commit's checks suffice.
+    if (status !== "QUEUED" && !canBeSkipped(status, routeFor(claimed.source))) return "go";
     return this.run(claimed, null);
   }
 

@@ -1,0 +1,149 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { adminQuery } from "../support/global-setup.js";
+import { applyTransition } from "../../src/core/transitions.js";
+import { MemoryEventBus } from "../../src/events/memory.js";
+import { CHANNEL, LISTENER_APPLICATION_NAME, PostgresEventBus } from "../../src/events/postgres.js";
+import { type DomainEvent, topics } from "../../src/events/types.js";
+import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
+import { insertDeployment, insertRevision, MANAGED_LOG, waitFor } from "../pipeline/support.js";
+
+const ids = { workspaceId: "w", deploymentId: "d1", revisionId: "r1" };
+
+describe("in-process event bus", () => {
+  it("delivers to subscribers of the event's topics only, until they unsubscribe", async () => {
+    const bus = new MemoryEventBus();
+    const byRevision: DomainEvent[] = [];
+    const byDeploymentRevisions: DomainEvent[] = [];
+    const byDeploymentStatus: DomainEvent[] = [];
+    const offRevision = bus.subscribe(topics.revision("r1"), (e) => byRevision.push(e));
+    bus.subscribe(topics.deploymentRevisions("d1"), (e) => byDeploymentRevisions.push(e));
+    bus.subscribe(topics.deploymentStatus("d1"), (e) => byDeploymentStatus.push(e));
+    bus.subscribe(topics.revision("other"), () => {
+      throw new Error("not this topic");
+    });
+
+    const status: DomainEvent = { type: "revision.status", ...ids, status: "QUEUED" };
+    const created: DomainEvent = { type: "deployment.revisions", ...ids };
+    const ready: DomainEvent = { type: "deployment.status", workspaceId: "w", deploymentId: "d1", status: "READY" };
+    await bus.publish(status);
+    await bus.publish(created);
+    await bus.publish(ready);
+    // A revision's status change is also news for its deployment's revisions.
+    expect(byRevision).toEqual([status]);
+    expect(byDeploymentRevisions).toEqual([status, created]);
+    expect(byDeploymentStatus).toEqual([ready]);
+
+    offRevision();
+    await bus.publish({ ...status, status: "AWAITING_BUILD" });
+    expect(byRevision).toHaveLength(1);
+    expect(byDeploymentRevisions).toHaveLength(3);
+    expect(bus.topicCount).toBe(3);
+    await bus.close();
+    expect(bus.topicCount).toBe(0);
+  });
+
+  it("is the bus of an embedded (PGlite) app; a PostgreSQL app gets LISTEN/NOTIFY", async () => {
+    const t = await startTestApp({ PIPELINE_WORKER: "off" });
+    try {
+      const expected = process.env.TEST_DATABASE_URL ? PostgresEventBus : MemoryEventBus;
+      expect(t.app.core.deps.events).toBeInstanceOf(expected);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event bus across two app instances", () => {
+  let a: TestApp;
+  let b: TestApp;
+  let dbUrl: string;
+
+  beforeAll(async () => {
+    const db = await createTestDatabase();
+    dbUrl = (db as { url: string }).url;
+    a = await startTestApp({ PIPELINE_WORKER: "off" }, db);
+    b = await startTestApp({ PIPELINE_WORKER: "off" }, db);
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+  });
+
+  const collect = (t: TestApp, topic: string) => {
+    const seen: DomainEvent[] = [];
+    const off = t.app.core.deps.events.subscribe(topic, (e) => seen.push(e));
+    return { seen, off };
+  };
+
+  it("delivers what one instance publishes to the other's subscribers, and once to its own", async () => {
+    const onA = collect(a, topics.revision("x1"));
+    const onB = collect(b, topics.revision("x1"));
+    const onBDeployment = collect(b, topics.deploymentRevisions("dx"));
+    const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "dx", revisionId: "x1", status: "BUILDING" };
+    await a.app.core.deps.events.publish(event);
+    await waitFor(async () => onB.seen.length, (n) => n === 1, 5_000);
+    await waitFor(async () => onBDeployment.seen.length, (n) => n === 1, 5_000);
+    expect(onB.seen).toEqual([event]);
+    // The publisher's own subscriber got it at once and not a second time from its own NOTIFY.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(onA.seen).toEqual([event]);
+    onA.off();
+    onB.off();
+    onBDeployment.off();
+  });
+
+  it("shows the other instance every transition its pipeline makes, in order", async () => {
+    const ws = await a.workspace();
+    const dep = await insertDeployment(a.app.db.prisma, ws.workspaceId);
+    const rev = await insertRevision(a.app.db.prisma, dep);
+    const onB = collect(b, topics.revision(rev.id));
+    const onBStatus = collect(b, topics.deploymentStatus(dep.id));
+    // Transitions made by instance A's core, as its worker makes them.
+    for (let i = 1; i < MANAGED_LOG.length; i++) {
+      await applyTransition(a.app.core.deps, { revisionId: rev.id, event: "advance" });
+    }
+    const statuses = MANAGED_LOG.slice(1).map((s) => s.split(">")[1]);
+    await waitFor(async () => onB.seen.length, (n) => n === statuses.length, 5_000);
+    expect(onB.seen.map((e) => (e.type === "revision.status" ? e.status : e.type))).toEqual(statuses);
+    expect(onB.seen[0]).toEqual({ type: "revision.status", workspaceId: ws.workspaceId, deploymentId: dep.id, revisionId: rev.id, status: "QUEUED" });
+    await waitFor(async () => onBStatus.seen.length, (n) => n === 1, 5_000);
+    expect(onBStatus.seen[0]).toMatchObject({ type: "deployment.status", status: "READY" });
+    onB.off();
+    onBStatus.off();
+  });
+
+  it("ignores malformed notifications and keeps delivering", async () => {
+    const onB = collect(b, topics.revision("x2"));
+    await adminQuery(dbUrl, "SELECT pg_notify($1, 'not json'), pg_notify($1, '{\"o\":\"someone\"}')", [CHANNEL]);
+    const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId: "x2", status: "DEPLOYED" };
+    await a.app.core.deps.events.publish(event);
+    await waitFor(async () => onB.seen.length, (n) => n === 1, 5_000);
+    expect(onB.seen).toEqual([event]);
+    onB.off();
+  });
+
+  it("reconnects its listening session after the server drops it", async () => {
+    const bus = b.app.core.deps.events as PostgresEventBus;
+    const killed = await adminQuery(
+      dbUrl,
+      "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database() AND pid <> pg_backend_pid()",
+      [LISTENER_APPLICATION_NAME],
+    );
+    expect(killed.length).toBe(2); // one listening session per instance
+    await waitFor(async () => bus.listening, (up) => !up, 5_000).catch(() => undefined);
+    await waitFor(async () => bus.listening, Boolean, 10_000);
+    const onB = collect(b, topics.revision("x3"));
+    const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId: "x3", status: "QUEUED" };
+    // The publisher's own listening session may still be reconnecting; NOTIFY goes through its pool.
+    await waitFor(
+      async () => {
+        await a.app.core.deps.events.publish(event);
+        return onB.seen.length;
+      },
+      (n) => n >= 1,
+      10_000,
+    );
+    expect(onB.seen[0]).toEqual(event);
+    onB.off();
+  });
+});

@@ -1,0 +1,253 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { applyTransition } from "../../src/core/transitions.js";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { type DomainEvent, topics } from "../../src/events/types.js";
+import type { Runtime } from "../../src/pipeline/runtime.js";
+import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
+import { PipelineWorker, type WorkerOptions } from "../../src/pipeline/worker.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { eventLog, HeldRuntime, insertDeployment, insertRevision, MANAGED_LOG, waitFor } from "./support.js";
+
+let t: TestApp;
+let ws: NewWorkspace;
+const workers: PipelineWorker[] = [];
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off" });
+  ws = await t.workspace();
+});
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.stop()));
+});
+afterAll(() => t.close());
+
+const prisma = () => t.app.db.prisma;
+function worker(runtime: Runtime = new SimulatorRuntime(5), options: Partial<WorkerOptions> = {}) {
+  const w = new PipelineWorker(t.app.core.deps, runtime, t.app.logger, { pollMs: 10, ...options });
+  workers.push(w);
+  w.start();
+  return w;
+}
+const statusOf = async (id: string) => (await prisma().revision.findUniqueOrThrow({ where: { id } })).status;
+const until = (id: string, status: string | ((s: string) => boolean), timeoutMs?: number) =>
+  waitFor(() => statusOf(id), typeof status === "string" ? (s) => s === status : status, timeoutMs);
+const TERMINAL = ["DEPLOYED", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "SKIPPED", "INTERRUPTED"];
+
+describe("pipeline worker", () => {
+  it("moves a managed revision through every status to DEPLOYED, and readies its deployment", async () => {
+    const dep = await insertDeployment(prisma(), ws.workspaceId);
+    const rev = await insertRevision(prisma(), dep);
+    const seen: DomainEvent[] = [];
+    const off = [
+      t.app.core.deps.events.subscribe(topics.revision(rev.id), (e) => seen.push(e)),
+      t.app.core.deps.events.subscribe(topics.deploymentStatus(dep.id), (e) => seen.push(e)),
+    ];
+    worker();
+    await until(rev.id, "DEPLOYED");
+    off.forEach((f) => f());
+
+    expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
+    const done = await prisma().revision.findUniqueOrThrow({ where: { id: rev.id } });
+    expect(done).toMatchObject({ statusMessage: "Deployed", nextStepAt: null, leaseOwner: null, leaseUntil: null, repoCommitSha: null });
+    expect(done.updatedAt.getTime()).toBeGreaterThan(rev.updatedAt.getTime());
+    const deployment = await prisma().deployment.findUniqueOrThrow({ where: { id: dep.id } });
+    expect(deployment).toMatchObject({ status: "READY", activeRevisionId: rev.id });
+    expect(seen.filter((e) => e.type === "revision.status").map((e) => "status" in e && e.status)).toEqual(
+      MANAGED_LOG.slice(1).map((s) => s.split(">")[1]),
+    );
+    expect(seen.filter((e) => e.type === "deployment.status")).toEqual([
+      { type: "deployment.status", workspaceId: ws.workspaceId, deploymentId: dep.id, status: "READY" },
+    ]);
+  });
+
+  it("deploys an external_container revision without build statuses", async () => {
+    const listener = await prisma().listener.create({
+      data: { workspaceId: ws.workspaceId, computeType: "k8s", computeId: `c-${Date.now()}`, computeConfig: { k8s_namespaces: [] }, version: "1" },
+    });
+    const dep = await insertDeployment(prisma(), ws.workspaceId, { source: "external_container", listenerId: listener.id });
+    const rev = await insertRevision(prisma(), dep, { sourceConfig: { listener_id: listener.id }, sourceRevisionConfig: { image_uri: "docker.io/a/b:1" } });
+    worker();
+    await until(rev.id, "DEPLOYED");
+    expect(await eventLog(prisma(), rev.id)).toEqual([
+      ">CREATING",
+      "CREATING>QUEUED",
+      "QUEUED>AWAITING_DEPLOY",
+      "AWAITING_DEPLOY>DEPLOYING",
+      "DEPLOYING>DEPLOYED",
+    ]);
+  });
+
+  it("fills repo_commit_sha and repo_commit_title of codehost revisions from repo and ref, deterministically", async () => {
+    const inst = await prisma().codehostInstallation.create({
+      data: { workspaceId: ws.workspaceId, installationId: Math.floor(Math.random() * 1e9), name: "acme" },
+    });
+    const sourceConfig = { integration_id: inst.id, repo_url: "https://codehost.example/acme/agent" };
+    const dep = await insertDeployment(prisma(), ws.workspaceId, { source: "codehost", sourceConfig, integrationId: inst.id });
+    const a = await insertRevision(prisma(), dep, { sourceConfig, sourceRevisionConfig: { repo_ref: "main" } });
+    worker();
+    await until(a.id, "DEPLOYED");
+    const b = await insertRevision(prisma(), dep, { sourceConfig, sourceRevisionConfig: { repo_ref: "main" } });
+    const c = await insertRevision(prisma(), dep, { sourceConfig, sourceRevisionConfig: { repo_ref: "release" } });
+    await until(c.id, "DEPLOYED");
+    await until(b.id, "SKIPPED");
+    const [ra, rb, rc] = await Promise.all([a, b, c].map((r) => prisma().revision.findUniqueOrThrow({ where: { id: r.id } })));
+    expect(ra!.repoCommitSha).toMatch(/^[0-9a-f]{40}$/);
+    expect(ra!.repoCommitTitle).toContain("acme/agent");
+    expect(ra!.repoCommitTitle).toContain("main");
+    expect(rc!.repoCommitSha).toMatch(/^[0-9a-f]{40}$/);
+    expect(rc!.repoCommitSha).not.toBe(ra!.repoCommitSha);
+    // b was skipped before its CREATING step ran, so it never resolved a commit; a fresh one on main matches a.
+    expect(rb!.repoCommitSha).toBeNull();
+    const d = await insertRevision(prisma(), dep, { sourceConfig, sourceRevisionConfig: { repo_ref: "main" } });
+    await until(d.id, "DEPLOYED");
+    const rd = await prisma().revision.findUniqueOrThrow({ where: { id: d.id } });
+    expect([rd.repoCommitSha, rd.repoCommitTitle]).toEqual([ra!.repoCommitSha, ra!.repoCommitTitle]);
+  });
+
+  for (const [label, status, failedAt] of [
+    ["create", "CREATE_FAILED", "CREATING"],
+    ["build", "BUILD_FAILED", "BUILDING"],
+    ["deploy", "DEPLOY_FAILED", "DEPLOYING"],
+  ] as const) {
+    it(`fails with ${status} and a message to act on when resource_spec labels simulate/failure=${label}`, async () => {
+      const sourceConfig = { resource_spec: { labels: { "simulate/failure": label } } };
+      const dep = await insertDeployment(prisma(), ws.workspaceId, { sourceConfig });
+      const rev = await insertRevision(prisma(), dep, { sourceConfig });
+      worker();
+      await until(rev.id, status);
+      const log = await eventLog(prisma(), rev.id);
+      expect(log.at(-1)).toBe(`${failedAt}>${status}`);
+      expect(log.slice(0, -1)).toEqual(MANAGED_LOG.slice(0, log.length - 1));
+      const failed = await prisma().revision.findUniqueOrThrow({ where: { id: rev.id } });
+      expect(failed.statusMessage).toContain(`"simulate/failure": "${label}"`);
+      expect(failed.statusMessage).toContain("Remove that label and create a new revision");
+      expect(failed.nextStepAt).toBeNull();
+      const deployment = await prisma().deployment.findUniqueOrThrow({ where: { id: dep.id } });
+      expect(deployment).toMatchObject({ status: "AWAITING_DATABASE", activeRevisionId: null });
+    });
+  }
+
+  it("fails with CREATE_FAILED when the listener or installation it needs no longer exists", async () => {
+    const listener = await prisma().listener.create({
+      data: { workspaceId: ws.workspaceId, computeType: "k8s", computeId: `gone-${Date.now()}`, computeConfig: { k8s_namespaces: [] }, version: "1" },
+    });
+    const dep = await insertDeployment(prisma(), ws.workspaceId, { source: "external_container", listenerId: listener.id });
+    const inst = await prisma().codehostInstallation.create({
+      data: { workspaceId: ws.workspaceId, installationId: Math.floor(Math.random() * 1e9), name: "gone" },
+    });
+    const code = await insertDeployment(prisma(), ws.workspaceId, { source: "codehost", integrationId: inst.id });
+    await prisma().listener.delete({ where: { id: listener.id } });
+    await prisma().codehostInstallation.delete({ where: { id: inst.id } });
+    const a = await insertRevision(prisma(), dep, { sourceConfig: { listener_id: listener.id } });
+    const b = await insertRevision(prisma(), code, { sourceConfig: { integration_id: inst.id, repo_url: "https://x/y/z" } });
+    worker();
+    await until(a.id, "CREATE_FAILED");
+    await until(b.id, "CREATE_FAILED");
+    const [ra, rb] = await Promise.all([a, b].map((r) => prisma().revision.findUniqueOrThrow({ where: { id: r.id } })));
+    expect(ra!.statusMessage).toContain(`listener ${listener.id} of this deployment no longer exists`);
+    expect(rb!.statusMessage).toContain(`integration ${inst.id} of this deployment no longer exists`);
+    expect(await eventLog(prisma(), a.id)).toEqual([">CREATING", "CREATING>CREATE_FAILED"]);
+  });
+
+  it("skips older revisions that have not started when a newer one exists", async () => {
+    const dep = await insertDeployment(prisma(), ws.workspaceId);
+    const older = await insertRevision(prisma(), dep);
+    const newer = await insertRevision(prisma(), dep);
+    worker();
+    await until(newer.id, "DEPLOYED");
+    expect(await statusOf(older.id)).toBe("SKIPPED");
+    expect(await eventLog(prisma(), older.id)).toEqual([">CREATING", "CREATING>SKIPPED"]);
+    const o = await prisma().revision.findUniqueOrThrow({ where: { id: older.id } });
+    expect(o.statusMessage).toBe("Skipped: a newer revision of this deployment was created");
+  });
+
+  it("keeps a newer revision QUEUED while an older one builds, then deploys it after", async () => {
+    const runtime = new HeldRuntime("BUILDING");
+    const dep = await insertDeployment(prisma(), ws.workspaceId);
+    const first = await insertRevision(prisma(), dep);
+    worker(runtime, { queuedRecheckMs: 30 });
+    await waitFor(async () => runtime.holding(first.id), Boolean);
+    const second = await insertRevision(prisma(), dep);
+    await until(second.id, "QUEUED");
+    // Several rechecks pass while the first one is in flight; the second stays queued and says why.
+    await new Promise((r) => setTimeout(r, 200));
+    const queued = await prisma().revision.findUniqueOrThrow({ where: { id: second.id } });
+    expect(queued.status).toBe("QUEUED");
+    expect(queued.statusMessage).toBe(`Queued: waiting for revision ${first.id} (BUILDING) of this deployment to finish`);
+    expect(await statusOf(first.id)).toBe("BUILDING");
+    runtime.release(first.id);
+    await waitFor(async () => runtime.holding(second.id), Boolean);
+    expect(await statusOf(first.id)).toBe("DEPLOYED");
+    runtime.release(second.id);
+    await until(second.id, "DEPLOYED");
+    // The second left the queue only after the first had deployed.
+    const events = await prisma().revisionEvent.findMany({ where: { revisionId: { in: [first.id, second.id] } }, orderBy: { id: "asc" } });
+    const firstDeployed = events.findIndex((e) => e.revisionId === first.id && e.toStatus === "DEPLOYED");
+    const secondStarted = events.findIndex((e) => e.revisionId === second.id && e.toStatus === "AWAITING_BUILD");
+    expect(firstDeployed).toBeGreaterThanOrEqual(0);
+    expect(secondStarted).toBeGreaterThan(firstDeployed);
+    expect(await eventLog(prisma(), second.id)).toEqual(MANAGED_LOG);
+    const deployment = await prisma().deployment.findUniqueOrThrow({ where: { id: dep.id } });
+    expect(deployment.activeRevisionId).toBe(second.id);
+  });
+
+  it("lets a user interrupt a revision mid-step; the worker's late result is dropped; a terminal one cannot be", async () => {
+    const runtime = new HeldRuntime("BUILDING");
+    const dep = await insertDeployment(prisma(), ws.workspaceId);
+    const rev = await insertRevision(prisma(), dep);
+    const w = worker(runtime);
+    await waitFor(async () => runtime.holding(rev.id), Boolean);
+    const result = await applyTransition(t.app.core.deps, { revisionId: rev.id, event: "interrupt", workspaceId: ws.workspaceId });
+    expect(result.to).toBe("INTERRUPTED");
+    runtime.release(rev.id);
+    await waitFor(async () => w.stats.lost, (n) => n >= 1);
+    expect(await statusOf(rev.id)).toBe("INTERRUPTED");
+    expect((await eventLog(prisma(), rev.id)).slice(-2)).toEqual(["AWAITING_BUILD>BUILDING", "BUILDING>INTERRUPTED"]);
+    const again = applyTransition(t.app.core.deps, { revisionId: rev.id, event: "interrupt", workspaceId: ws.workspaceId });
+    await expect(again).rejects.toMatchObject({ code: "BAD_REQUEST", message: expect.stringContaining("already INTERRUPTED") });
+  });
+
+  it("loses nothing when a worker dies mid-step: another continues after the lease runs out", async () => {
+    const runtime = new HeldRuntime("BUILDING");
+    const dep = await insertDeployment(prisma(), ws.workspaceId);
+    const rev = await insertRevision(prisma(), dep);
+    const dying = worker(runtime, { leaseMs: 300 });
+    await waitFor(async () => runtime.holding(rev.id), Boolean);
+    await dying.stop({ release: false }); // as kill -9: nothing more is written, the lease stays
+    const held = await prisma().revision.findUniqueOrThrow({ where: { id: rev.id } });
+    expect(held).toMatchObject({ status: "BUILDING", leaseOwner: dying.options.owner });
+    expect(held.leaseUntil!.getTime()).toBeGreaterThan(Date.now() - 1000);
+
+    const next = worker(new SimulatorRuntime(5), { leaseMs: 300 });
+    // Not before the dead worker's lease has run out.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(next.stats.claimed).toBe(0);
+    await until(rev.id, "DEPLOYED");
+    expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
+  });
+
+  it("hands work on at once when a worker stops gracefully mid-step", async () => {
+    const runtime = new HeldRuntime("DEPLOYING");
+    const dep = await insertDeployment(prisma(), ws.workspaceId);
+    const rev = await insertRevision(prisma(), dep);
+    const first = worker(runtime, { leaseMs: 60_000 });
+    await waitFor(async () => runtime.holding(rev.id), Boolean);
+    await first.stop();
+    expect(await prisma().revision.findUniqueOrThrow({ where: { id: rev.id } })).toMatchObject({ status: "DEPLOYING", leaseOwner: null });
+    worker(new SimulatorRuntime(5), { leaseMs: 60_000 });
+    await until(rev.id, "DEPLOYED", 5_000);
+    expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
+  });
+
+  it("runs many revisions of many deployments to a terminal status, each transition once", async () => {
+    const revisions = [];
+    for (let i = 0; i < 12; i++) {
+      const dep = await insertDeployment(prisma(), ws.workspaceId);
+      revisions.push(await insertRevision(prisma(), dep));
+    }
+    worker(new SimulatorRuntime(5), { concurrency: 4 });
+    worker(new SimulatorRuntime(5), { concurrency: 4 });
+    for (const r of revisions) await until(r.id, (s) => TERMINAL.includes(s));
+    for (const r of revisions) expect(await eventLog(prisma(), r.id)).toEqual(MANAGED_LOG);
+  });
+});
