@@ -10,7 +10,15 @@ export type Location = "body" | "query" | "path";
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, location: Location): z.output<S> {
   const result = schema.safeParse(input, { reportInput: true });
   if (result.success) return result.data;
-  throw invalid(result.error.issues.map((issue) => toFastApiIssue(issue, location)));
+  throw invalid(result.error.issues.map((issue) => toFastApiIssue(withSentInput(issue, input), location)));
+}
+
+/** Coercion reports what it made (NaN from `limit=abc`); a client is shown what it sent. */
+function withSentInput(issue: z.core.$ZodIssue, input: unknown): z.core.$ZodIssue {
+  if (!(typeof issue.input === "number" && Number.isNaN(issue.input))) return issue;
+  let sent: unknown = input;
+  for (const key of issue.path) sent = typeof sent === "object" && sent !== null ? (sent as Record<PropertyKey, unknown>)[key] : undefined;
+  return { ...issue, input: sent } as z.core.$ZodIssue;
 }
 
 export function toFastApiIssue(issue: z.core.$ZodIssue, location: Location): ValidationIssue {
@@ -90,6 +98,7 @@ function bound(
   }
   const type = `${direction}${inclusive ? "_equal" : ""}`;
   const words = `${direction.replace("_", " ")}${inclusive ? " or equal to" : ""}`;
-  const key = { greater_than: "gt", less_than: "lt" }[direction] + (inclusive ? "e" : "");
+  // pydantic's ctx keys: gt, ge, lt, le.
+  const key = { greater_than: inclusive ? "ge" : "gt", less_than: inclusive ? "le" : "lt" }[direction];
   return { type, msg: `Input should be ${words} ${n}`, ctx: { [key]: n } };
 }
