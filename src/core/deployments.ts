@@ -46,7 +46,9 @@ const INITIAL_STATUS: DeploymentStatus = "AWAITING_DATABASE";
 export function deploymentWhere(workspaceId: string, f: DeploymentFilter): Prisma.DeploymentWhereInput {
   const names: Prisma.DeploymentWhereInput[] = [];
   if (f.name !== undefined) names.push({ name: f.name });
-  if (f.name_contains !== undefined) names.push({ name: { contains: f.name_contains, mode: "insensitive" } });
+  // Prisma passes `contains` to LIKE as is: escape its wildcards so that `_` and `%` match themselves.
+  const substring = f.name_contains?.replace(/[\\%_]/g, "\\$&");
+  if (substring !== undefined) names.push({ name: { contains: substring, mode: "insensitive" } });
   return {
     workspaceId,
     ...(names.length > 0 && { AND: names }),

@@ -6,6 +6,7 @@ import { z } from "zod";
  */
 export const commaList = <T extends z.ZodType>(item: T) =>
   z.preprocess((raw) => {
+    if (raw === undefined) return undefined;
     const values = Array.isArray(raw) ? raw : [raw];
     return values.flatMap((v) => (typeof v === "string" ? v.split(",") : [v])).map((v) => (typeof v === "string" ? v.trim() : v)).filter((v) => v !== "");
   }, z.array(item));
