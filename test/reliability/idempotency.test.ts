@@ -1,0 +1,241 @@
+import { createHash } from "node:crypto";
+import { Hono } from "hono";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Tenant } from "../../src/core/auth.js";
+import { IdempotencyService } from "../../src/core/idempotency.js";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { toErrorAnswer } from "../../src/rest/errors.js";
+import { idempotency } from "../../src/rest/idempotency.js";
+import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
+
+let t: GuardedTestApp;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  t = await startGuardedTestApp();
+  ws = await t.workspace();
+});
+afterAll(async () => {
+  await t.assertNoLeaks();
+  await t.close();
+});
+
+const listener = (computeId: string, version = "1.0.0") => ({
+  compute_type: "k8s",
+  compute_id: computeId,
+  compute_config: { k8s_namespaces: ["agents"] },
+  version,
+});
+
+const post = (key: string, body: unknown, idempotencyKey?: string) =>
+  t.request("POST", "/v2/listeners", {
+    key,
+    body,
+    headers: idempotencyKey === undefined ? {} : { "idempotency-key": idempotencyKey },
+  });
+
+async function listenerIds(key: string): Promise<string[]> {
+  const res = await t.request("GET", "/v2/listeners?limit=100", { key });
+  return res.body.resources.map((l: { id: string }) => l.id);
+}
+
+describe("Idempotency-Key on POST", () => {
+  it("without a key, a retried create creates twice (the baseline the key prevents)", async () => {
+    const mine = await t.workspace();
+    expect((await post(mine.apiKey, listener("twice"))).status).toBe(201);
+    expect((await post(mine.apiKey, listener("twice"))).status).toBe(409);
+    expect((await post(mine.apiKey, listener("twice-b"))).status).toBe(201);
+    expect(await listenerIds(mine.apiKey)).toHaveLength(2);
+  });
+
+  it("replays the first answer, status and body, and creates nothing new", async () => {
+    const first = await post(ws.apiKey, listener("once"), "key-once");
+    expect(first.status).toBe(201);
+    expect(first.headers.get("idempotent-replayed")).toBeNull();
+    for (let i = 0; i < 3; i++) {
+      const again = await post(ws.apiKey, listener("once"), "key-once");
+      expect(again.status).toBe(201);
+      expect(again.text).toBe(first.text);
+      expect(again.headers.get("content-type")).toBe(first.headers.get("content-type"));
+      expect(again.headers.get("idempotent-replayed")).toBe("true");
+    }
+    expect(await listenerIds(ws.apiKey)).toEqual([first.body.id]);
+  });
+
+  it("treats the same JSON with other key order and spacing as the same request", async () => {
+    const mine = await t.workspace();
+    const first = await post(mine.apiKey, listener("order"), "k-order");
+    const body = listener("order");
+    const reordered = JSON.stringify({ version: body.version, compute_config: body.compute_config, compute_id: body.compute_id, compute_type: body.compute_type }, null, 2);
+    const again = await t.request("POST", "/v2/listeners", { key: mine.apiKey, rawBody: reordered, headers: { "idempotency-key": "k-order" } });
+    expect(again.status).toBe(201);
+    expect(again.body).toEqual(first.body);
+    expect(await listenerIds(mine.apiKey)).toHaveLength(1);
+  });
+
+  it("answers 422 for the same key with a different body, and changes nothing", async () => {
+    const mine = await t.workspace();
+    const first = await post(mine.apiKey, listener("first"), "k-reused");
+    expect(first.status).toBe(201);
+    const other = await post(mine.apiKey, listener("second"), "k-reused");
+    expect(other.status).toBe(422);
+    expect(other.body).toEqual({
+      detail: [
+        {
+          loc: ["header", "idempotency-key"],
+          msg: "Value error, this Idempotency-Key was already used with a different request",
+          type: "value_error",
+          input: "k-reused",
+        },
+      ],
+    });
+    // The same key on another POST path is another request too.
+    const path = await t.request("POST", `/v2/auth/agents/agent-1/connections`, {
+      key: mine.apiKey,
+      body: listener("first"),
+      headers: { "idempotency-key": "k-reused" },
+    });
+    expect(path.status).toBe(422);
+    expect(path.body.detail[0].loc).toEqual(["header", "idempotency-key"]);
+    expect(await listenerIds(mine.apiKey)).toEqual([first.body.id]);
+    // The first answer is still what a true retry gets.
+    expect((await post(mine.apiKey, listener("first"), "k-reused")).body).toEqual(first.body);
+  });
+
+  it("keeps keys per workspace", async () => {
+    const a = await t.workspace();
+    const b = await t.workspace();
+    const inA = await post(a.apiKey, listener("shared-key"), "same-key");
+    const inB = await post(b.apiKey, listener("shared-key"), "same-key");
+    expect(inA.status).toBe(201);
+    expect(inB.status).toBe(201);
+    expect(inB.headers.get("idempotent-replayed")).toBeNull();
+    expect(inB.body.id).not.toBe(inA.body.id);
+    // And a different body in b does not collide with a's key.
+    expect((await post(b.apiKey, listener("other"), "a-only")).status).toBe(201);
+    expect((await post(a.apiKey, listener("different"), "a-only")).status).toBe(201);
+  });
+
+  it("replays client errors too: a retried invalid or conflicting create gets the same answer", async () => {
+    const mine = await t.workspace();
+    const bad = await post(mine.apiKey, { compute_type: "ecs" }, "k-bad");
+    expect(bad.status).toBe(422);
+    const again = await post(mine.apiKey, { compute_type: "ecs" }, "k-bad");
+    expect(again.status).toBe(422);
+    expect(again.text).toBe(bad.text);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+  });
+
+  it("validates the key: 1 to 255 visible ASCII characters", async () => {
+    const long = await post(ws.apiKey, listener("long-key"), "k".repeat(256));
+    expect(long.status).toBe(422);
+    expect(long.body.detail[0]).toMatchObject({ loc: ["header", "idempotency-key"], type: "string_too_long" });
+    const spaced = await post(ws.apiKey, listener("spaced-key"), "has space");
+    expect(spaced.status).toBe(422);
+    expect(spaced.body.detail[0]).toMatchObject({ loc: ["header", "idempotency-key"], type: "string_pattern_mismatch" });
+    const ids = await listenerIds(ws.apiKey);
+    const created = await Promise.all(ids.map((id) => t.request("GET", `/v2/listeners/${id}`, { key: ws.apiKey })));
+    expect(created.map((r) => r.body.compute_id)).not.toContain("long-key");
+  });
+
+  it("leaves unauthenticated requests to authentication, and ignores the key on other methods", async () => {
+    const res = await post("not-a-key", listener("x"), "k-unauth");
+    expect(res.status).toBe(401);
+    const mine = await t.workspace();
+    const created = await post(mine.apiKey, listener("patched"));
+    const patch = (version: string) =>
+      t.request("PATCH", `/v2/listeners/${created.body.id}`, { key: mine.apiKey, body: { version }, headers: { "idempotency-key": "k-patch" } });
+    expect((await patch("2.0.0")).body.version).toBe("2.0.0");
+    expect((await patch("3.0.0")).body.version).toBe("3.0.0");
+  });
+
+  it("lets concurrent duplicates create once: every one gets the winner's answer", async () => {
+    const mine = await t.workspace();
+    const answers = await Promise.all(Array.from({ length: 20 }, () => post(mine.apiKey, listener("race"), "k-race")));
+    const ids = await listenerIds(mine.apiKey);
+    expect(ids).toHaveLength(1);
+    for (const a of answers) {
+      expect(a.status).toBe(201);
+      expect(a.body.id).toBe(ids[0]);
+    }
+    expect(answers.filter((a) => a.headers.get("idempotent-replayed") === null)).toHaveLength(1);
+  });
+
+  it("forgets a key once it expires (24 h)", async () => {
+    const mine = await t.workspace();
+    const first = await post(mine.apiKey, listener("expiring"), "k-expire");
+    const [row] = await t.app.db.sql.query<{ ttl_hours: number }>(
+      `SELECT EXTRACT(EPOCH FROM expires_at - created_at) / 3600 AS ttl_hours FROM idempotency_keys WHERE workspace_id = $1 AND key = 'k-expire'`,
+      [mine.workspaceId],
+    );
+    expect(Number(row!.ttl_hours)).toBeCloseTo(24, 3);
+    await t.app.db.sql.query(`UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE workspace_id = $1`, [mine.workspaceId]);
+    const later = await post(mine.apiKey, listener("expiring-2"), "k-expire");
+    expect(later.status).toBe(201);
+    expect(later.headers.get("idempotent-replayed")).toBeNull();
+    expect(later.body.id).not.toBe(first.body.id);
+  });
+
+  it("stores no request body: only a keyed fingerprint", async () => {
+    const mine = await t.workspace();
+    const secret = t.guard.secret();
+    // Unknown fields are ignored by the route; the stored row must not carry them either.
+    await post(mine.apiKey, { ...listener("fingerprint"), tracked_packages: [secret] }, "k-fp");
+    const rows = await t.app.db.sql.query<{ fingerprint: string }>(`SELECT fingerprint FROM idempotency_keys WHERE workspace_id = $1`, [mine.workspaceId]);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.fingerprint).toMatch(/^[0-9a-f]{64}$/);
+    const plainHash = createHash("sha256").update(JSON.stringify({ ...listener("fingerprint"), tracked_packages: [secret] })).digest("hex");
+    expect(rows[0]!.fingerprint).not.toBe(plainHash);
+    await t.assertNoLeaks();
+  });
+});
+
+describe("IdempotencyService", () => {
+  const req = { method: "POST", path: "/v2/things", body: '{"a":1}' };
+  let service: IdempotencyService;
+  let tenant: Tenant;
+  beforeAll(async () => {
+    const w = await t.workspace();
+    tenant = { organizationId: w.organizationId, workspaceId: w.workspaceId, actor: "test" };
+    service = new IdempotencyService(t.app.db.prisma, Buffer.alloc(32, 3), { waitMs: 300, staleMs: 60_000 });
+  });
+
+  it("makes a duplicate wait for the first request, then replay its answer", async () => {
+    expect(await service.claim(tenant, "wait-1", req)).toEqual({ kind: "fresh" });
+    const waiting = service.claim(tenant, "wait-1", req);
+    setTimeout(() => void service.complete(tenant, "wait-1", { status: 201, contentType: "application/json", body: '{"id":1}' }), 100);
+    expect(await waiting).toEqual({ kind: "replay", status: 201, contentType: "application/json", body: '{"id":1}' });
+  });
+
+  it("answers 409 when the first request is still running after the wait", async () => {
+    expect(await service.claim(tenant, "wait-2", req)).toEqual({ kind: "fresh" });
+    const err = await service.claim(tenant, "wait-2", req).catch((e: unknown) => e);
+    expect(toErrorAnswer(err)).toEqual({ status: 409, body: { detail: expect.stringContaining("still being processed") } });
+  });
+
+  it("takes over a key whose first request died unfinished", async () => {
+    expect(await service.claim(tenant, "stale", req)).toEqual({ kind: "fresh" });
+    await t.app.db.sql.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'stale'`);
+    expect(await service.claim(tenant, "stale", req)).toEqual({ kind: "fresh" });
+  });
+
+  it("releases a key when the server failed, so that a retry runs again", async () => {
+    const app = new Hono();
+    let calls = 0;
+    app.use("*", idempotency(service, t.app.core.auth, t.app.logger));
+    app.post("/v2/flaky", (c) => {
+      calls++;
+      return calls === 1 ? c.json({ detail: "boom" }, 500) : c.json({ call: calls }, 201);
+    });
+    const send = () =>
+      app.fetch(new Request("http://test/v2/flaky", { method: "POST", headers: { "x-api-key": ws.apiKey, "idempotency-key": "flaky" }, body: "{}" }));
+    expect((await send()).status).toBe(500);
+    const second = await send();
+    expect(second.status).toBe(201);
+    expect(await second.json()).toEqual({ call: 2 });
+    const third = await send();
+    expect(third.headers.get("idempotent-replayed")).toBe("true");
+    expect(await third.json()).toEqual({ call: 2 });
+    expect(calls).toBe(2);
+  });
+});

@@ -1,0 +1,57 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LeakGuard, type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
+
+/** The guard must fail when a secret shows: otherwise every test that uses it proves nothing. */
+describe("LeakGuard", () => {
+  let t: GuardedTestApp;
+  beforeAll(async () => {
+    t = await startGuardedTestApp();
+  });
+  afterAll(() => t.close());
+
+  it("sees the app's log lines at every level", async () => {
+    await t.request("GET", "/healthz");
+    t.app.logger.trace({ probe: "trace-line" }, "trace line");
+    expect(t.guard.logLines.some((l) => l.includes("trace-line"))).toBe(true);
+  });
+
+  it("finds a secret in a log line, raw or JSON-escaped, and in a response", async () => {
+    const guard = new LeakGuard();
+    const secret = guard.secret('quote"and\\backslash');
+    guard.destination.write(JSON.stringify({ msg: "oops", value: secret }));
+    expect(await guard.findLeaks()).toEqual([expect.stringMatching(/^log line 1: /)]);
+    await expect(guard.assertNoLeaks()).rejects.toThrow(/secret values leaked/);
+
+    const clean = new LeakGuard();
+    const other = clean.secret();
+    clean.recordResponse("GET /x -> 200", new Headers({ "x-echo": other }), "{}");
+    expect(await clean.findLeaks()).toEqual([expect.stringMatching(/^GET \/x -> 200: x-echo/)]);
+  });
+
+  it("finds a response body that carries a secret through the app", async () => {
+    const ws = await t.workspace();
+    const secret = t.guard.secret();
+    // A listener's version is echoed back: a stand-in for any field that would leak a secret.
+    await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: secret } });
+    const leaks = await t.guard.findLeaks();
+    expect(leaks.some((l) => l.startsWith("POST /v2/listeners -> 201"))).toBe(true);
+    // ...and the row that stores it.
+    expect((await t.guard.findLeaks(t.app.db.sql)).some((l) => l.startsWith("table listeners"))).toBe(true);
+  });
+
+  it("finds secrets columns that hold anything but ciphertext", async () => {
+    const guard = new LeakGuard();
+    const ws = await t.workspace();
+    await t.app.db.sql.query(
+      `INSERT INTO deployments (id, workspace_id, name, display_name, source, status, source_config, secrets, secret_references,
+         tracer_session_id, url, image_version, deployment_tier, compute_tier, database_tier)
+       VALUES ($1, $2, 'plain', 'plain', 'internal_container', 'READY', '{}', $3, '[]', $4, 'u', '1', 'S', 'S', 'S')`,
+      [randomUUID(), ws.workspaceId, JSON.stringify([{ name: "K", value: "not-sealed" }]), randomUUID()],
+    );
+    const leaks = await guard.findLeaks(t.app.db.sql);
+    expect(leaks).toEqual([expect.stringMatching(/^deployments [0-9a-f-]{36}: secrets value "not-sealed" is not ciphertext$/)]);
+    await t.app.db.sql.query(`DELETE FROM deployments WHERE workspace_id = $1`, [ws.workspaceId]);
+    expect(await guard.findLeaks(t.app.db.sql)).toEqual([]);
+  });
+});

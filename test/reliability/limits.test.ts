@@ -1,0 +1,211 @@
+import { request as httpRequest } from "node:http";
+import { SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.js";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { TokenBuckets } from "../../src/rest/limits.js";
+import { TEST_JWT_SECRET } from "../support/app.js";
+import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
+
+const listener = (computeId: string, extra: Record<string, unknown> = {}) => ({
+  compute_type: "k8s",
+  compute_id: computeId,
+  compute_config: { k8s_namespaces: ["agents"] },
+  version: "1.0.0",
+  ...extra,
+});
+
+/** One HTTP request over a real socket, with the Content-Length Node computes. */
+function post(url: string, path: string, body: string, headers: Record<string, string> = {}) {
+  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }>(
+    (resolve, reject) => {
+      const req = httpRequest(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers } }, (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => (text += d));
+        res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, text }));
+      });
+      // The server may answer 413 and close before the whole body is written.
+      req.on("error", reject);
+      req.end(body);
+    },
+  );
+}
+
+describe("settings", () => {
+  it("reads the limits and previous keys, with defaults, and names bad values", () => {
+    const defaults = loadConfig({ DATABASE_URL: "memory://" });
+    expect(defaults.limits).toEqual({ maxBodyBytes: 1_048_576, ratePerMinute: 1200, requestTimeoutMs: 30_000 });
+    expect(defaults.secretsKeyPrevious).toEqual([]);
+    const a = Buffer.alloc(32, 1).toString("base64");
+    const b = Buffer.alloc(32, 2).toString("base64");
+    const set = loadConfig({
+      DATABASE_URL: "memory://",
+      MAX_BODY_BYTES: "2048",
+      RATE_LIMIT_PER_MINUTE: "0",
+      REQUEST_TIMEOUT_MS: "500",
+      SECRETS_KEY_PREVIOUS: `${a}, ${b}`,
+    });
+    expect(set.limits).toEqual({ maxBodyBytes: 2048, ratePerMinute: 0, requestTimeoutMs: 500 });
+    expect(set.secretsKeyPrevious).toEqual([a, b]);
+    let problems = "";
+    try {
+      loadConfig({ MAX_BODY_BYTES: "0", RATE_LIMIT_PER_MINUTE: "-1", REQUEST_TIMEOUT_MS: "0", SECRETS_KEY_PREVIOUS: `${a},short` });
+    } catch (err) {
+      problems = String(err);
+    }
+    for (const name of ["MAX_BODY_BYTES", "RATE_LIMIT_PER_MINUTE", "REQUEST_TIMEOUT_MS", "SECRETS_KEY_PREVIOUS"]) {
+      expect(problems).toContain(`${name}:`);
+    }
+  });
+});
+
+describe("request body limit", () => {
+  let t: GuardedTestApp;
+  let ws: NewWorkspace;
+  let url: string;
+  beforeAll(async () => {
+    // The rate limit is off here (and proven off below).
+    t = await startGuardedTestApp({ MAX_BODY_BYTES: "1024", RATE_LIMIT_PER_MINUTE: "0" });
+    ws = await t.workspace();
+    url = await t.app.start();
+  });
+  afterAll(async () => {
+    await t.assertNoLeaks();
+    await t.close();
+  });
+
+  it("answers 413 {detail} for a streamed body over the limit and creates nothing", async () => {
+    const big = JSON.stringify(listener("too-big", { padding: "x".repeat(2000) }));
+    const res = await t.request("POST", "/v2/listeners", { key: ws.apiKey, rawBody: big, headers: { "content-type": "application/json" } });
+    expect(res.status).toBe(413);
+    expect(res.body).toEqual({ detail: "Request body too large: the limit is 1024 bytes." });
+    const list = await t.request("GET", "/v2/listeners", { key: ws.apiKey });
+    expect(list.body.resources).toEqual([]);
+  });
+
+  it("lets a body at the limit through to the route", async () => {
+    const base = JSON.stringify(listener("just-fits", { padding: "" }));
+    const body = JSON.stringify(listener("just-fits", { padding: "x".repeat(1024 - base.length) }));
+    expect(Buffer.byteLength(body)).toBe(1024);
+    const res = await t.request("POST", "/v2/listeners", { key: ws.apiKey, rawBody: body });
+    expect(res.status).toBe(201);
+    expect(res.body.compute_id).toBe("just-fits");
+  });
+
+  it("refuses a declared Content-Length over the limit over HTTP, before authentication or parsing", async () => {
+    const res = await post(url, "/v2/listeners", "{".repeat(5000));
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.text)).toEqual({ detail: expect.stringContaining("1024 bytes") });
+  });
+
+  it("has no rate limit with RATE_LIMIT_PER_MINUTE=0 (the default, 1200 a minute, would refuse some of these)", async () => {
+    const statuses = new Set<number>();
+    for (let i = 0; i < 1300; i++) statuses.add((await t.request("GET", "/v2/listeners")).status);
+    expect(statuses).toEqual(new Set([401]));
+  });
+
+  it("covers /graphql too", async () => {
+    const query = JSON.stringify({ query: `{ __typename }`, padding: "y".repeat(3000) });
+    const viaFetch = await t.request("POST", "/graphql", { key: ws.apiKey, rawBody: query, headers: { "content-type": "application/json" } });
+    expect(viaFetch.status).toBe(413);
+    expect(viaFetch.body.detail).toContain("1024 bytes");
+    const viaHttp = await post(url, "/graphql", query, { "x-api-key": ws.apiKey });
+    expect(viaHttp.status).toBe(413);
+  });
+});
+
+describe("rate limit", () => {
+  let t: GuardedTestApp;
+  let url: string;
+  beforeAll(async () => {
+    t = await startGuardedTestApp({ RATE_LIMIT_PER_MINUTE: "5" });
+    url = await t.app.start();
+  });
+  afterAll(async () => {
+    await t.assertNoLeaks();
+    await t.close();
+  });
+
+  it("answers 429 {detail} with Retry-After once a key exceeds its rate, and only for that key", async () => {
+    const a = await t.workspace();
+    const b = await t.workspace();
+    for (let i = 0; i < 5; i++) expect((await t.request("GET", "/v2/listeners", { key: a.apiKey })).status).toBe(200);
+    const limited = await t.request("GET", "/v2/listeners", { key: a.apiKey });
+    expect(limited.status).toBe(429);
+    expect(limited.body).toEqual({ detail: expect.stringContaining("5 requests per minute") });
+    // 5 per minute: the next token is 12 s away.
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(10);
+    expect(Number(limited.headers.get("retry-after"))).toBeLessThanOrEqual(12);
+    expect((await t.request("POST", "/v2/listeners", { key: a.apiKey, body: listener("nope") })).status).toBe(429);
+    expect((await t.request("GET", "/v2/listeners", { key: b.apiKey })).status).toBe(200);
+    // Probes are never throttled.
+    for (let i = 0; i < 10; i++) expect((await t.request("GET", "/healthz")).status).toBe(200);
+  });
+
+  it("limits bearer tokens by workspace and subject, whatever the token string", async () => {
+    const ws = await t.workspace();
+    const token = (exp: string) =>
+      new SignJWT({ tenant_id: ws.workspaceId, sub: "ada" })
+        .setProtectedHeader({ alg: "HS256" })
+        .setExpirationTime(exp)
+        .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+    const tokens = [await token("1h"), await token("2h"), await token("3h")];
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await t.request("GET", "/v2/listeners", { headers: { authorization: `Bearer ${tokens[i % 3]}` } });
+      statuses.push(res.status);
+    }
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+  });
+
+  it("limits callers without credentials by their address", async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const res = await post(url, "/v2/listeners", "{}");
+      statuses.push(res.status);
+      if (res.status === 429) expect(res.headers["retry-after"]).toMatch(/^\d+$/);
+    }
+    expect(statuses).toEqual([401, 401, 401, 401, 401, 429]);
+  });
+
+});
+
+describe("TokenBuckets", () => {
+  it("allows a burst of perMinute, then refills evenly, and says when to retry", () => {
+    let now = 1_000_000;
+    const buckets = new TokenBuckets(60, () => now);
+    for (let i = 0; i < 60; i++) expect(buckets.take("k").ok).toBe(true);
+    expect(buckets.take("k")).toEqual({ ok: false, retryAfterSeconds: 1 });
+    now += 500;
+    expect(buckets.take("k").ok).toBe(false);
+    now += 500;
+    expect(buckets.take("k").ok).toBe(true);
+    expect(buckets.take("k").ok).toBe(false);
+    // A long idle time refills to the burst size, not beyond.
+    now += 3_600_000;
+    for (let i = 0; i < 60; i++) expect(buckets.take("k").ok).toBe(true);
+    expect(buckets.take("k").ok).toBe(false);
+    expect(buckets.take("other").ok).toBe(true);
+  });
+
+  it("rounds Retry-After up to whole seconds", () => {
+    let now = 0;
+    const buckets = new TokenBuckets(2, () => now);
+    buckets.take("k");
+    buckets.take("k");
+    expect(buckets.take("k")).toEqual({ ok: false, retryAfterSeconds: 30 });
+    now += 29_001;
+    expect(buckets.take("k")).toEqual({ ok: false, retryAfterSeconds: 1 });
+  });
+
+  it("forgets idle callers, so that many callers cannot grow memory without bound", () => {
+    let now = 0;
+    const buckets = new TokenBuckets(60, () => now);
+    for (let i = 0; i < 10_000; i++) buckets.take(`caller-${i}`);
+    expect(buckets.size).toBe(10_000);
+    now += 60_000;
+    buckets.take("newcomer");
+    expect(buckets.size).toBe(1);
+  });
+});

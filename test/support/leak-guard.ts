@@ -1,0 +1,132 @@
+import { randomUUID } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buildApp } from "../../src/app.js";
+import { loadConfig } from "../../src/config.js";
+import { createWorkspace } from "../../src/core/workspaces.js";
+import type { Sql } from "../../src/db/client.js";
+import { createLogger } from "../../src/logger.js";
+import { createTestDatabase, request, type TestApp, TEST_JWT_SECRET, TEST_SECRETS_KEY } from "./app.js";
+
+/** What sealed secret values look like at rest (SecretBox: `v1.<key id>.<base64 iv|tag|data>`). */
+export const CIPHERTEXT = /^v1\.[0-9a-f]{8}\.[A-Za-z0-9+/]+={0,2}$/;
+
+/**
+ * Watches everything a test file's app lets out (every log line at trace level, every response's
+ * headers and body) and what it keeps (every row of every table), and fails when a registered
+ * secret's plain value appears in any of them.
+ */
+export class LeakGuard {
+  private readonly secrets = new Set<string>();
+  readonly logLines: string[] = [];
+  readonly responses: { where: string; text: string }[] = [];
+
+  /** A pino destination that keeps every line. */
+  readonly destination = { write: (line: string) => void this.logLines.push(line) };
+
+  /** Registers a plain secret value (and returns it, to use inline in a request body). */
+  secret(value: string = `s3cr3t-${randomUUID()}`): string {
+    this.secrets.add(value);
+    return value;
+  }
+
+  recordResponse(where: string, headers: Headers, text: string) {
+    this.record(where, `${[...headers].map(([k, v]) => `${k}: ${v}`).join("\n")}\n\n${text}`);
+  }
+
+  /** Anything else that leaves the service (a script's output, a subscription's messages). */
+  record(where: string, text: string) {
+    this.responses.push({ where, text });
+  }
+
+  /** Every place a secret shows, in the logs and responses so far and (given sql) in the database. */
+  async findLeaks(sql?: Sql): Promise<string[]> {
+    const places: { where: string; text: string }[] = [
+      ...this.logLines.map((text, i) => ({ where: `log line ${i + 1}`, text })),
+      ...this.responses,
+    ];
+    if (sql) places.push(...(await databaseRows(sql)));
+    const leaks: string[] = [];
+    for (const secret of this.secrets) {
+      const forms = new Set([secret, JSON.stringify(secret).slice(1, -1), Buffer.from(secret).toString("base64")]);
+      for (const { where, text } of places) {
+        if ([...forms].some((f) => text.includes(f))) leaks.push(`${where}: ${text.slice(0, 300)}`);
+      }
+    }
+    if (sql) leaks.push(...(await plainSecretColumns(sql)));
+    return leaks;
+  }
+
+  async assertNoLeaks(sql?: Sql): Promise<void> {
+    const leaks = await this.findLeaks(sql);
+    if (leaks.length > 0) throw new Error(`secret values leaked:\n${leaks.join("\n")}`);
+  }
+}
+
+/** Every row of every table as text. */
+async function databaseRows(sql: Sql): Promise<{ where: string; text: string }[]> {
+  const tables = await sql.query<{ name: string }>(
+    `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
+  );
+  const rows: { where: string; text: string }[] = [];
+  for (const { name } of tables) {
+    const found = await sql.query<{ row: string }>(`SELECT t::text AS row FROM "${name.replace(/"/g, '""')}" t`);
+    rows.push(...found.map((r) => ({ where: `table ${name}`, text: r.row })));
+  }
+  return rows;
+}
+
+/** Stored secrets lists whose values are not ciphertext. */
+async function plainSecretColumns(sql: Sql): Promise<string[]> {
+  const problems: string[] = [];
+  for (const table of ["deployments", "revisions"]) {
+    const rows = await sql.query<{ id: string; secrets: unknown }>(`SELECT id::text AS id, secrets FROM "${table}"`);
+    for (const { id, secrets } of rows) {
+      const values = Array.isArray(secrets) ? secrets.map((s) => (s as { value?: unknown }).value) : [secrets];
+      for (const v of values) if (typeof v !== "string" || !CIPHERTEXT.test(v)) problems.push(`${table} ${id}: secrets value ${JSON.stringify(v)} is not ciphertext`);
+    }
+  }
+  return problems;
+}
+
+export interface GuardedTestApp extends TestApp {
+  guard: LeakGuard;
+  /** Fails when any registered secret showed in a log line, a response or a database row. */
+  assertNoLeaks(): Promise<void>;
+}
+
+/**
+ * startTestApp (same database set-up and settings), with logs at trace level into the guard and
+ * every response recorded. Requests made around t.request (raw sockets, app.fetch) are not seen.
+ */
+export async function startGuardedTestApp(env: Record<string, string | undefined> = {}): Promise<GuardedTestApp> {
+  const guard = new LeakGuard();
+  const db = await createTestDatabase();
+  const config = loadConfig({
+    DATABASE_URL: "url" in db ? db.url : "memory://",
+    DATA_DIR: mkdtempSync(join(tmpdir(), "dcp-data-")),
+    SECRETS_KEY: TEST_SECRETS_KEY,
+    JWT_SECRET: TEST_JWT_SECRET,
+    PIPELINE_STEP_MS: "20",
+    PORT: "0",
+    ...env,
+    LOG_LEVEL: "trace",
+  });
+  const app = await buildApp(config, {
+    logger: createLogger("trace", guard.destination),
+    pgliteSnapshot: "snapshot" in db ? db.snapshot : undefined,
+  });
+  return {
+    app,
+    guard,
+    workspace: (options) => createWorkspace(app.db.prisma, { name: `ws-${randomUUID().slice(0, 8)}`, ...options }),
+    async request(method, path, options) {
+      const res = await request(app, method, path, options);
+      guard.recordResponse(`${method} ${path} -> ${res.status}`, res.headers, res.text);
+      return res;
+    },
+    assertNoLeaks: () => guard.assertNoLeaks(app.db.sql),
+    close: () => app.stop(),
+  };
+}
