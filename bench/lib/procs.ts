@@ -1,0 +1,52 @@
+import { readdirSync, readFileSync } from "node:fs";
+
+/** Process-tree and memory readings from /proc (Linux), for processes the benchmark started. */
+
+function parentOf(pid: number): number | null {
+  try {
+    // Field 4 of /proc/<pid>/stat, after the command name in parentheses (which may hold spaces).
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+  } catch {
+    return null;
+  }
+}
+
+/** Every living descendant of pid, parents before children. */
+export function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const child = Number(entry);
+    const parent = parentOf(child);
+    if (parent === null) continue;
+    children.set(parent, [...(children.get(parent) ?? []), child]);
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const c of children.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/** Resident set size in bytes (VmRSS), or 0 when the process is gone. */
+export function rss(pid: number): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+export function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
+  } catch {
+    return "";
+  }
+}

@@ -1,0 +1,42 @@
+import { randomBytes } from "node:crypto";
+import { type Client, mapLimit } from "./http.js";
+
+/** The fields of a REST deployment the benchmarks use. */
+export interface RestDeployment {
+  id: string;
+  name: string;
+  latest_revision_id: string;
+  [field: string]: unknown;
+}
+
+export interface RestRevision {
+  id: string;
+  status: string;
+  [field: string]: unknown;
+}
+
+/** What the command-line tool of COMPAT.md sends to create a deployment. */
+export const deploymentBody = (name: string) => ({
+  name,
+  source: "internal_container",
+  source_config: { deployment_type: "dev" },
+  source_revision_config: { image_uri: `registry.example.com/agents/${name}:1` },
+});
+
+/** Creates n deployments through POST /v2/deployments, `concurrency` at a time. */
+export async function seedDeployments(client: Client, n: number, concurrency = 8): Promise<RestDeployment[]> {
+  const run = randomBytes(3).toString("hex");
+  const names = Array.from({ length: n }, (_, i) => `bench-${run}-${String(i).padStart(5, "0")}`);
+  return mapLimit(names, concurrency, (name) => client.expect<RestDeployment>(201, "POST", "/v2/deployments", deploymentBody(name)));
+}
+
+/** Adds `count` revisions to each deployment through POST /v2/deployments/{id}/revisions (one at a time per deployment). */
+export async function seedRevisions(client: Client, deployments: RestDeployment[], count: number, concurrency = 8): Promise<void> {
+  await mapLimit(deployments, concurrency, async (d) => {
+    for (let i = 0; i < count; i++) {
+      await client.expect<RestRevision>(201, "POST", `/v2/deployments/${d.id}/revisions`, {
+        source_revision_config: { image_uri: `registry.example.com/agents/${d.name}:${i + 2}` },
+      });
+    }
+  });
+}

@@ -1,0 +1,109 @@
+import { spawn } from "node:child_process";
+import { parseBenchArgs, params } from "./lib/args.js";
+import { createDatabase, type BenchDatabase } from "./lib/database.js";
+import { median } from "./lib/load.js";
+import { commandLine, descendants, rss } from "./lib/procs.js";
+import { fmt, Report } from "./lib/report.js";
+import { captureTail, freePort, ROOT, serverEnv, waitReady } from "./lib/server.js";
+import { runMain } from "./lib/main.js";
+
+/**
+ * start: `npm start` to the first 200 from /readyz, on a new database (first start: creates the
+ * embedded database or migrates the empty PostgreSQL one) and again on the same one (warm start);
+ * then the resident memory of the idle server.
+ */
+const args = parseBenchArgs();
+const p = params(args, {
+  full: { warmStarts: 5, idleSeconds: 10 },
+  small: { warmStarts: 2, idleSeconds: 3 },
+});
+
+interface Start {
+  readyMs: number;
+  /** RSS of the process serving (the innermost node process), and of the whole npm → tsx → node tree. */
+  serverRss: number;
+  treeRss: number;
+}
+
+async function npmStart(db: BenchDatabase, measureIdle: boolean): Promise<Start> {
+  const port = await freePort();
+  const started = performance.now();
+  // Its own process group, so that SIGTERM reaches npm, tsx and the server as Ctrl-C would.
+  const child = spawn("npm", ["start"], {
+    cwd: ROOT,
+    env: serverEnv(db, port),
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const tail = captureTail(child);
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const group = child.pid!;
+  const stop = async () => {
+    const tree = [group, ...descendants(group)];
+    try {
+      process.kill(-group, "SIGTERM");
+    } catch {
+      // Already gone.
+    }
+    const killer = setTimeout(() => tree.forEach((pid) => signal(pid, "SIGKILL")), 15_000);
+    await exited;
+    clearTimeout(killer);
+  };
+  try {
+    await waitReady(`http://127.0.0.1:${port}`, exited, 120_000);
+    const readyMs = performance.now() - started;
+    if (!measureIdle) return { readyMs, serverRss: NaN, treeRss: NaN };
+    await new Promise((r) => setTimeout(r, p.idleSeconds * 1000));
+    const tree = descendants(group);
+    const server = tree.filter((pid) => commandLine(pid).includes("src/main.ts")).at(-1);
+    if (server === undefined) throw new Error(`no server process under npm start: ${tree.map(commandLine).join("; ")}`);
+    return { readyMs, serverRss: rss(server), treeRss: [group, ...tree].reduce((n, pid) => n + rss(pid), 0) };
+  } catch (err) {
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\n--- npm start log ---\n${tail()}`);
+  } finally {
+    await stop();
+  }
+}
+
+function signal(pid: number, name: NodeJS.Signals) {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // Already gone.
+  }
+}
+
+runMain(async () => {
+  const report = new Report("start", args.scale, p);
+  const rows: (string | number)[][] = [];
+  for (const kind of args.dbs) {
+    const db = await createDatabase(kind);
+    try {
+      const first = await npmStart(db, false);
+      const warm: Start[] = [];
+      for (let i = 0; i < p.warmStarts; i++) warm.push(await npmStart(db, true));
+      const warmMs = median(warm.map((s) => s.readyMs));
+      const serverRss = median(warm.map((s) => s.serverRss));
+      rows.push([
+        kind,
+        fmt.ms(first.readyMs),
+        `${fmt.ms(warmMs)} (max ${fmt.ms(Math.max(...warm.map((s) => s.readyMs)))})`,
+        fmt.mb(serverRss),
+        fmt.mb(median(warm.map((s) => s.treeRss))),
+        `warm < 2 s: ${fmt.verdict(warmMs < 2000)}; RSS < 150 MB: ${fmt.verdict(serverRss < 150 * 2 ** 20)}`,
+      ]);
+    } finally {
+      await db.drop();
+    }
+  }
+  report.table(
+    "npm start to /readyz 200, and idle memory",
+    ["database", "first start", `warm start (median of ${p.warmStarts})`, `idle RSS, server process (after ${p.idleSeconds} s)`, "idle RSS, npm + tsx + server", "targets"],
+    rows,
+  );
+  report.note(
+    "First start: a new empty database (PGlite creates its data directory; PostgreSQL gets the migrations). " +
+      "`npm start` runs `tsx src/main.ts`: npm and tsx's own CLI process sit above the server process; the target is read on the server process.",
+  );
+  report.finish(args.record);
+});
