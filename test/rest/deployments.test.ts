@@ -258,6 +258,14 @@ describe("POST /v2/deployments", () => {
     expect((await post({ name: "taken", source: "internal_container" }, other.apiKey)).status).toBe(201);
   });
 
+  it("lets exactly one of several concurrent creations of a name win", async () => {
+    const results = await Promise.all([1, 2, 3].map(() => post({ name: "race", source: "internal_container" })));
+    expect(results.map((r) => r.status).sort()).toEqual([201, 409, 409]);
+    const listed = await t.request("GET", "/v2/deployments?name=race", { key: ws.apiKey });
+    expect(listed.body.resources).toHaveLength(1);
+    expect(await t.app.db.prisma.revision.count({ where: { deployment: { name: "race", workspaceId: ws.workspaceId } } })).toBe(1);
+  });
+
   it("serves a custom URL as the deployment's url", async () => {
     const res = await post({ name: "custom", source: "internal_container", source_config: { custom_url: "https://agent.example.com" } });
     expect(res.status).toBe(201);
