@@ -87,8 +87,9 @@ export class PipelineWorker {
     this.running = false;
     this.silenced = !release;
     this.wake();
-    for (const { abort } of this.inFlight.values()) abort.abort(new Error("worker stopping"));
+    // The loop ends first, so that no step starts after the aborts below.
     await this.loopDone;
+    for (const { abort } of this.inFlight.values()) abort.abort(new Error("worker stopping"));
     await Promise.all([...this.inFlight.values()].map((s) => s.done));
     if (release) {
       try {
@@ -133,6 +134,8 @@ export class PipelineWorker {
       this.stats.errors++;
       this.logger.warn({ err }, "pipeline: reading claimed revisions failed; their leases expire");
     }
+    // Stopping meanwhile: leave the claimed steps to releaseAll (or to their leases running out).
+    if (!this.running) return;
     for (const revision of revisions) {
       const abort = new AbortController();
       const done = this.perform(revision, abort.signal).finally(() => {
@@ -154,9 +157,9 @@ export class PipelineWorker {
     try {
       const gate = await this.steps.gate(revision);
       if (gate !== "go") return this.count(gate);
-      const outcome: StepOutcome =
-        (revision.status === "CREATING" ? await this.steps.checkReferences(revision) : null) ??
-        (await this.runtime.perform({ revision, status: revision.status as RevisionStatus, signal }));
+      let outcome: StepOutcome = await this.runtime.perform({ revision, status: revision.status as RevisionStatus, signal });
+      // What the revision refers to is checked as the create step ends, when it would be used.
+      if (outcome.ok && revision.status === "CREATING") outcome = (await this.steps.checkReferences(revision)) ?? outcome;
       if (signal.aborted || this.silenced) return;
       this.count(await this.steps.commit(revision, outcome));
     } catch (err) {
