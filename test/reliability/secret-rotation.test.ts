@@ -86,7 +86,7 @@ async function seed(prisma: PrismaClient, workspaceId: string, box: SecretBox, c
 
 async function storedSecrets(prisma: PrismaClient, s: Seeded) {
   const deployment = await prisma.deployment.findUniqueOrThrow({ where: { id: s.deploymentId } });
-  const revisions = await prisma.revision.findMany({ where: { id: { in: s.revisionIds } } });
+  const revisions = await prisma.revision.findMany({ where: { id: { in: s.revisionIds } }, orderBy: { id: "asc" } });
   return [deployment, ...revisions].map((row) => ({
     updatedAt: row.updatedAt.getTime(),
     secrets: row.secrets as { name: string; value: string }[],
