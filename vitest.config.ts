@@ -1,6 +1,13 @@
+import { createRequire } from "node:module";
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
+  resolve: {
+    // graphql 16 ships CJS (main) and ESM (module) side by side with no exports map: Node, and so
+    // Pothos and yoga, load the CJS one, while Vite would pick the ESM one for our own imports.
+    // Two instances of graphql cannot share a schema, so resolve ours as Node does.
+    alias: [{ find: /^graphql$/, replacement: createRequire(import.meta.url).resolve("graphql") }],
+  },
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/support/global-setup.ts"],

@@ -12,6 +12,8 @@ import { bootstrap } from "./core/workspaces.js";
 import { type Database, openDatabase } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
 import { createEventBus } from "./events/index.js";
+import { createGraphQLServer, GRAPHQL_PATH } from "./graphql/server.js";
+import { attachWebSocket, type WebSocketFace } from "./graphql/ws.js";
 import { createLogger, type Logger } from "./logger.js";
 import { SimulatorRuntime } from "./pipeline/runtimes/simulator.js";
 import { PipelineWorker, type WorkerOptions } from "./pipeline/worker.js";
@@ -100,6 +102,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   http.use("/v1/*", idempotent);
   http.use("/v2/*", idempotent);
   http.route("/", restRoutes(core));
+  const graphql = createGraphQLServer(core, logger.child({ component: "graphql" }), {
+    production: config.production,
+    introspection: !config.production,
+    graphiql: !config.production,
+  });
+  http.on(["GET", "POST", "OPTIONS"], GRAPHQL_PATH, (c) => graphql.fetch(c.req.raw, {}));
   http.notFound((c) => c.json({ detail: "Not Found" }, 404));
   http.onError((err, c) => {
     const answer = toErrorAnswer(err);
@@ -109,6 +117,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   });
 
   let server: Server | null = null;
+  let websockets: WebSocketFace | null = null;
   const fetch = async (request: Request) => http.fetch(request);
 
   return {
@@ -137,10 +146,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         server!.once("error", reject);
         server!.listen(config.port, config.host, () => resolve());
       });
+      // graphql-ws shares the port: it answers the HTTP upgrade on /graphql.
+      websockets = attachWebSocket(server, graphql, core, logger.child({ component: "graphql-ws" }), config.production);
       const { port } = server.address() as AddressInfo;
       return `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
     },
     async stop() {
+      // Subscriptions end first (their sockets would otherwise hold the server open).
+      await websockets?.close();
       if (server) {
         const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
         server.closeIdleConnections();

@@ -4,6 +4,9 @@ import { ListenerService } from "./listeners.js";
 import { deploymentServices } from "./deployments.js";
 import { InstallationService } from "./installations.js";
 import { ConnectionService } from "./connections.js";
+import { GraphQueries } from "./graph-queries.js";
+import { RevisionPages } from "./revision-pages.js";
+import { Watcher } from "./watch.js";
 
 /** The core: one service per resource, all over the same dependencies. Faces call only this. */
 export function createCore(deps: CoreDeps, options: { jwtSecret?: string }) {
@@ -14,6 +17,11 @@ export function createCore(deps: CoreDeps, options: { jwtSecret?: string }) {
     ...deploymentServices(deps),
     installations: new InstallationService(deps),
     connections: new ConnectionService(deps),
+    /** Batch loads, counts and per-parent pages for the GraphQL face's DataLoaders. */
+    graph: new GraphQueries(deps),
+    revisionPages: new RevisionPages(deps),
+    /** Live views for subscriptions. */
+    watch: new Watcher(deps),
   };
 }
 

@@ -1,0 +1,161 @@
+import { z } from "zod";
+import type {
+  AgentConnection,
+  CodehostInstallation,
+  Deployment,
+  Listener,
+  Revision,
+  RevisionEvent,
+  Workspace,
+} from "../generated/prisma/client.js";
+import type { Tenant } from "./auth.js";
+import type { CoreDeps } from "./context.js";
+import { deploymentWhere } from "./deployments.js";
+import { agentIdSchema } from "./schemas/agent.js";
+import { type DeploymentFilter, deploymentFilterSchema } from "./schemas/deployment.js";
+import { parseInput } from "./validation.js";
+import { type KeysetArgs, type KeysetPage, keysetPage, type Position } from "./pagination.js";
+import { keysetArgs, type RelayArgs, type RelayPage, relayPage, toRelayPage } from "./relay.js";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Ids that can name a row: a malformed id names nothing (and must never reach a uuid column). */
+export const uuidsOnly = (ids: readonly string[]) => [...new Set(ids.filter((id) => UUID.test(id)).map((id) => id.toLowerCase()))];
+
+/** Rows in the order of `ids`, null where a row is missing or belongs to another workspace. */
+export function inOrder<T extends { id: string }>(ids: readonly string[], rows: T[]): (T | null)[] {
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ids.map((id) => byId.get(id.toLowerCase()) ?? null);
+}
+
+/**
+ * What the GraphQL face needs beyond the REST services: loading by many ids at once (DataLoaders),
+ * counts for totalCount, and keyset pages the services do not page themselves. Always one SQL
+ * statement per call, whatever the number of ids, and always confined to the tenant's workspace.
+ */
+export class GraphQueries {
+  constructor(private readonly deps: CoreDeps) {}
+
+  /**
+   * A Relay page of any keyset listing: cursors are signed for `purpose` (one per connection), so a
+   * cursor from another connection is refused as a VALIDATION error at its argument.
+   */
+  relay<T extends Position>(purpose: string, args: RelayArgs, fetch: (args: KeysetArgs) => Promise<KeysetPage<T>>): Promise<RelayPage<T>> {
+    return relayPage(this.deps.cursors, purpose, args, fetch);
+  }
+
+  /** The two halves of relay(), for pages loaded in batches (nested connections). */
+  keysetArgs(purpose: string, args: RelayArgs): KeysetArgs {
+    return keysetArgs(this.deps.cursors, purpose, args);
+  }
+
+  toRelay<T extends Position>(purpose: string, page: KeysetPage<T>): RelayPage<T> {
+    return toRelayPage(this.deps.cursors, purpose, page);
+  }
+
+  /** The caller's own workspace (the viewer). */
+  workspace(tenant: Tenant): Promise<Workspace | null> {
+    return this.deps.prisma.workspace.findUnique({ where: { id: tenant.workspaceId } });
+  }
+
+  /** The deployment listing's filters, the same rules as REST's; problems are located under `filter`. */
+  parseDeploymentFilter(filter: unknown): DeploymentFilter {
+    return parseInput(z.object({ filter: deploymentFilterSchema }), { filter: filter ?? {} }, "query").filter;
+  }
+
+  /** An agent id as REST's path parameter takes it (the same rule), located at `agent_id`. */
+  parseAgentId(agentId: string): string {
+    return parseInput(z.object({ agent_id: agentIdSchema }), { agent_id: agentId }, "path").agent_id;
+  }
+
+  async deploymentsByIds(tenant: Tenant, ids: readonly string[]): Promise<(Deployment | null)[]> {
+    const rows = await this.deps.prisma.deployment.findMany({ where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } } });
+    return inOrder(ids, rows);
+  }
+
+  deploymentPage(tenant: Tenant, filter: DeploymentFilter, args: KeysetArgs): Promise<KeysetPage<Deployment>> {
+    return keysetPage(args, (q) =>
+      this.deps.prisma.deployment.findMany({
+        where: { AND: [deploymentWhere(tenant.workspaceId, filter), q.where] },
+        orderBy: q.orderBy,
+        take: q.take,
+      }),
+    );
+  }
+
+  deploymentCount(tenant: Tenant, filter: DeploymentFilter): Promise<number> {
+    return this.deps.prisma.deployment.count({ where: deploymentWhere(tenant.workspaceId, filter) });
+  }
+
+  async revisionsByIds(tenant: Tenant, ids: readonly string[]): Promise<(Revision | null)[]> {
+    const rows = await this.deps.prisma.revision.findMany({ where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } } });
+    return inOrder(ids, rows);
+  }
+
+  async listenersByIds(tenant: Tenant, ids: readonly string[]): Promise<(Listener | null)[]> {
+    const rows = await this.deps.prisma.listener.findMany({ where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } } });
+    return inOrder(ids, rows);
+  }
+
+  listenerPage(tenant: Tenant, args: KeysetArgs): Promise<KeysetPage<Listener>> {
+    return keysetPage(args, (q) =>
+      this.deps.prisma.listener.findMany({ where: { AND: [{ workspaceId: tenant.workspaceId }, q.where] }, orderBy: q.orderBy, take: q.take }),
+    );
+  }
+
+  listenerCount(tenant: Tenant): Promise<number> {
+    return this.deps.prisma.listener.count({ where: { workspaceId: tenant.workspaceId } });
+  }
+
+  async installationsByIds(tenant: Tenant, ids: readonly string[]): Promise<(CodehostInstallation | null)[]> {
+    const rows = await this.deps.prisma.codehostInstallation.findMany({
+      where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } },
+    });
+    return inOrder(ids, rows);
+  }
+
+  installationCount(tenant: Tenant): Promise<number> {
+    return this.deps.prisma.codehostInstallation.count({ where: { workspaceId: tenant.workspaceId } });
+  }
+
+  async connectionsByIds(tenant: Tenant, ids: readonly string[]): Promise<(AgentConnection | null)[]> {
+    const rows = await this.deps.prisma.agentConnection.findMany({
+      where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } },
+    });
+    return inOrder(ids, rows);
+  }
+
+  connectionCount(tenant: Tenant, agentId: string): Promise<number> {
+    return this.deps.prisma.agentConnection.count({ where: { workspaceId: tenant.workspaceId, agentId } });
+  }
+
+  /** The event logs of many revisions, oldest first per revision, in one statement. */
+  async eventsByRevisionIds(tenant: Tenant, revisionIds: readonly string[]): Promise<RevisionEvent[][]> {
+    const rows = await this.deps.prisma.revisionEvent.findMany({
+      where: { revisionId: { in: uuidsOnly(revisionIds) }, revision: { workspaceId: tenant.workspaceId } },
+      orderBy: [{ revisionId: "asc" }, { id: "asc" }],
+    });
+    const byRevision = new Map<string, RevisionEvent[]>();
+    for (const row of rows) {
+      const list = byRevision.get(row.revisionId);
+      if (list) list.push(row);
+      else byRevision.set(row.revisionId, [row]);
+    }
+    return revisionIds.map((id) => byRevision.get(id.toLowerCase()) ?? []);
+  }
+
+  /**
+   * A revision's log entries after `afterId` (all of them when null), oldest first: what a
+   * subscriber has not seen yet. Empty for another workspace's revision.
+   */
+  eventsSince(tenant: Tenant, revisionId: string, afterId: bigint | null): Promise<RevisionEvent[]> {
+    return this.deps.prisma.revisionEvent.findMany({
+      where: {
+        revisionId,
+        revision: { workspaceId: tenant.workspaceId },
+        ...(afterId !== null && { id: { gt: afterId } }),
+      },
+      orderBy: { id: "asc" },
+    });
+  }
+}

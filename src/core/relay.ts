@@ -1,0 +1,81 @@
+import { invalid, type ValidationIssue } from "./errors.js";
+import type { CursorCodec, KeysetArgs, KeysetPage, Position } from "./pagination.js";
+
+/** Relay connection arguments as a client sends them: cursors are opaque strings. */
+export interface RelayArgs {
+  first?: number | null;
+  after?: string | null;
+  last?: number | null;
+  before?: string | null;
+}
+
+export interface Edge<T> {
+  cursor: string;
+  node: T;
+}
+
+export interface PageInfo {
+  hasNextPage: boolean;
+  hasPreviousPage: boolean;
+  startCursor: string | null;
+  endCursor: string | null;
+}
+
+export interface RelayPage<T> {
+  edges: Edge<T>[];
+  pageInfo: PageInfo;
+}
+
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
+
+/**
+ * Checks sizes (0..100) and opens the signed cursors; every problem at once, as VALIDATION issues
+ * located at the argument's name. A cursor of another listing (another purpose) is refused.
+ */
+export function keysetArgs(cursors: CursorCodec, purpose: string, args: RelayArgs): KeysetArgs {
+  const issues: ValidationIssue[] = [];
+  const size = (name: "first" | "last") => {
+    const n = args[name];
+    if (n == null) return undefined;
+    if (n < 0) issues.push({ loc: ["query", name], msg: "Input should be greater than or equal to 0", type: "greater_than_equal", input: n, ctx: { ge: 0 } });
+    else if (n > MAX_PAGE_SIZE) {
+      issues.push({ loc: ["query", name], msg: `Input should be less than or equal to ${MAX_PAGE_SIZE}`, type: "less_than_equal", input: n, ctx: { le: MAX_PAGE_SIZE } });
+    }
+    return n;
+  };
+  const position = (name: "after" | "before") => {
+    const cursor = args[name];
+    if (cursor == null) return undefined;
+    const p = cursors.decode(purpose, cursor);
+    if (!p) issues.push({ loc: ["query", name], msg: "Value error, invalid cursor: pass a cursor from this connection", type: "value_error", input: cursor });
+    return p ?? undefined;
+  };
+  const result: KeysetArgs = { first: size("first"), last: size("last"), after: position("after"), before: position("before") };
+  if (issues.length > 0) throw invalid(issues);
+  return result;
+}
+
+/** A keyset page as Relay edges, each with its own signed cursor. */
+export function toRelayPage<T extends Position>(cursors: CursorCodec, purpose: string, page: KeysetPage<T>): RelayPage<T> {
+  const edges = page.items.map((node) => ({ cursor: cursors.encode(purpose, node), node }));
+  return {
+    edges,
+    pageInfo: {
+      hasNextPage: page.hasNextPage,
+      hasPreviousPage: page.hasPreviousPage,
+      startCursor: edges[0]?.cursor ?? null,
+      endCursor: edges.at(-1)?.cursor ?? null,
+    },
+  };
+}
+
+/** Opens the arguments, fetches one keyset page, and shapes it as a Relay page. */
+export async function relayPage<T extends Position>(
+  cursors: CursorCodec,
+  purpose: string,
+  args: RelayArgs,
+  fetch: (args: KeysetArgs) => Promise<KeysetPage<T>>,
+): Promise<RelayPage<T>> {
+  return toRelayPage(cursors, purpose, await fetch(keysetArgs(cursors, purpose, args)));
+}

@@ -1,0 +1,93 @@
+import { Prisma, type Revision } from "../generated/prisma/client.js";
+import type { Tenant } from "./auth.js";
+import type { CoreDeps } from "./context.js";
+import { uuidsOnly } from "./graph-queries.js";
+import type { KeysetArgs, KeysetPage } from "./pagination.js";
+import { DEFAULT_PAGE_SIZE } from "./relay.js";
+
+/** `revisions` columns as raw SQL returns them, renamed to the model's field names. */
+const camel = (column: string) => column.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+
+function toRevision(row: Record<string, unknown>): Revision {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(row)) if (key !== "rn") out[camel(key)] = value;
+  return out as unknown as Revision;
+}
+
+/**
+ * Revision pages of many deployments at once: for a page of deployments, each one's first N
+ * revisions (newest first, optionally only some statuses, optionally past a cursor) cost one
+ * windowed statement instead of one query per deployment. The page semantics are keysetPage's.
+ */
+export class RevisionPages {
+  constructor(private readonly deps: CoreDeps) {}
+
+  async pages(
+    tenant: Tenant,
+    deploymentIds: readonly string[],
+    args: KeysetArgs,
+    statuses?: readonly string[],
+  ): Promise<KeysetPage<Revision>[]> {
+    const ids = uuidsOnly(deploymentIds);
+    const backward = args.last !== undefined && args.first === undefined;
+    const size = backward ? args.last! : (args.first ?? DEFAULT_PAGE_SIZE);
+    const rows = ids.length === 0 ? [] : await this.rows(tenant, ids, args, statuses, backward, size + 1);
+    const byDeployment = new Map<string, Revision[]>();
+    for (const row of rows) {
+      const list = byDeployment.get(row.deploymentId);
+      if (list) list.push(row);
+      else byDeployment.set(row.deploymentId, [row]);
+    }
+    return deploymentIds.map((id) => {
+      const found = byDeployment.get(id.toLowerCase()) ?? [];
+      if (backward) {
+        return { items: found.slice(0, size).reverse(), hasPreviousPage: found.length > size, hasNextPage: args.before !== undefined };
+      }
+      const items = found.slice(0, size);
+      if (args.last !== undefined && items.length > args.last) {
+        return { items: items.slice(items.length - args.last), hasPreviousPage: true, hasNextPage: found.length > size };
+      }
+      return { items, hasNextPage: found.length > size, hasPreviousPage: args.after !== undefined };
+    });
+  }
+
+  /** How many revisions (of these statuses) each deployment has, in one grouped statement. */
+  async counts(tenant: Tenant, deploymentIds: readonly string[], statuses?: readonly string[]): Promise<number[]> {
+    const ids = uuidsOnly(deploymentIds);
+    const groups =
+      ids.length === 0
+        ? []
+        : await this.deps.prisma.revision.groupBy({
+            by: ["deploymentId"],
+            where: { workspaceId: tenant.workspaceId, deploymentId: { in: ids }, ...(statuses && { status: { in: [...statuses] } }) },
+            _count: { _all: true },
+          });
+    const byDeployment = new Map(groups.map((g) => [g.deploymentId, g._count._all]));
+    return deploymentIds.map((id) => byDeployment.get(id.toLowerCase()) ?? 0);
+  }
+
+  private async rows(
+    tenant: Tenant,
+    ids: string[],
+    args: KeysetArgs,
+    statuses: readonly string[] | undefined,
+    backward: boolean,
+    take: number,
+  ): Promise<Revision[]> {
+    const conditions = [Prisma.sql`r.workspace_id = ${tenant.workspaceId}::uuid`, Prisma.sql`r.deployment_id = ANY(${ids}::uuid[])`];
+    if (statuses) conditions.push(Prisma.sql`r.status = ANY(${[...statuses]}::text[])`);
+    // (created_at DESC, id DESC) order: "after" a position is lower in it, "before" is higher.
+    if (args.after) conditions.push(Prisma.sql`(r.created_at, r.id) < (${args.after.createdAt}::timestamptz, ${args.after.id}::uuid)`);
+    if (args.before) conditions.push(Prisma.sql`(r.created_at, r.id) > (${args.before.createdAt}::timestamptz, ${args.before.id}::uuid)`);
+    const order = backward ? Prisma.sql`r.created_at ASC, r.id ASC` : Prisma.sql`r.created_at DESC, r.id DESC`;
+    const rows = await this.deps.prisma.$queryRaw<Record<string, unknown>[]>(Prisma.sql`
+      SELECT * FROM (
+        SELECT r.*, row_number() OVER (PARTITION BY r.deployment_id ORDER BY ${order}) AS rn
+        FROM revisions r
+        WHERE ${Prisma.join(conditions, " AND ")}
+      ) ranked
+      WHERE rn <= ${take}
+      ORDER BY deployment_id, rn`);
+    return rows.map(toRevision);
+  }
+}

@@ -1,0 +1,103 @@
+import { GraphQLError } from "graphql";
+import { CoreError, type ErrorCode } from "../core/errors.js";
+import { builder } from "./builder.js";
+import { fieldPath } from "./input-names.js";
+
+/** extensions.code of a CoreError that ends a field (queries) rather than a mutation's userErrors. */
+const EXTENSION_CODE: Record<ErrorCode, string> = {
+  VALIDATION: "BAD_USER_INPUT",
+  BAD_REQUEST: "BAD_REQUEST",
+  NOT_FOUND: "NOT_FOUND",
+  CONFLICT: "CONFLICT",
+  UNAUTHENTICATED: "UNAUTHENTICATED",
+  FORBIDDEN: "FORBIDDEN",
+  PARTIAL: "PARTIAL",
+  UNAVAILABLE: "SERVICE_UNAVAILABLE",
+};
+
+const HTTP_STATUS: Partial<Record<ErrorCode, number>> = { UNAUTHENTICATED: 401, FORBIDDEN: 403, UNAVAILABLE: 503 };
+
+/** A CoreError as a GraphQL error whose extensions say what went wrong, in words a client can switch on. */
+export function toGraphQLError(err: CoreError, path?: readonly (string | number)[]): GraphQLError {
+  const message =
+    err.code === "VALIDATION" ? err.issues.map((i) => `${fieldPath(i.loc).join(".")}: ${i.msg}`).join("; ") : err.message;
+  const status = HTTP_STATUS[err.code];
+  return new GraphQLError(message, {
+    path,
+    extensions: { code: EXTENSION_CODE[err.code], ...(status && { http: { status } }) },
+  });
+}
+
+export type UserErrorCode = "INVALID" | "NOT_FOUND" | "CONFLICT" | "NOT_ALLOWED";
+
+export interface UserError {
+  field: string[] | null;
+  message: string;
+  code: UserErrorCode;
+}
+
+export const UserErrorCodeEnum = builder.enumType("UserErrorCode", {
+  description: "Why a mutation refused its input.",
+  values: {
+    INVALID: { description: "A field's value breaks a rule; `field` names it." },
+    NOT_FOUND: { description: "The object does not exist, or is not visible to the caller." },
+    CONFLICT: { description: "The change clashes with an existing object (a name or id already taken)." },
+    NOT_ALLOWED: { description: "The object's state or a business rule does not allow the change." },
+  } as const,
+});
+
+export const UserErrorType = builder.objectRef<UserError>("UserError").implement({
+  description: "A problem with a mutation's input that the user can fix. Nothing was changed.",
+  fields: (t) => ({
+    field: t.exposeStringList("field", {
+      nullable: true,
+      description: "Path to the input field at fault, e.g. [\"input\", \"sourceConfig\", \"repoUrl\"]; null when no single field is.",
+    }),
+    message: t.exposeString("message"),
+    code: t.field({ type: UserErrorCodeEnum, resolve: (e) => e.code }),
+  }),
+});
+
+export interface PathNames {
+  /** The name of the mutation's input argument ("input"). */
+  input?: string;
+  /** REST path parameter name → the mutation's argument name (deployment_id → "deploymentId"). */
+  path?: Record<string, string>;
+  /** The argument a NOT_FOUND refers to (the object id). */
+  notFound?: string;
+}
+
+/** Core's refusal as userErrors; anything else (a bug, the database gone) stays an error. */
+export function userErrorsFrom(err: unknown, names: PathNames = {}): UserError[] {
+  if (!(err instanceof CoreError)) throw err;
+  switch (err.code) {
+    case "VALIDATION":
+      return err.issues.map((issue) => ({ field: fieldPath(issue.loc, names), message: issue.msg, code: "INVALID" }));
+    case "NOT_FOUND":
+      return [{ field: [names.notFound ?? "id"], message: err.message, code: "NOT_FOUND" }];
+    case "CONFLICT":
+      return [{ field: null, message: err.message, code: "CONFLICT" }];
+    case "BAD_REQUEST":
+      // A business rule about particular fields (fixed after creation, an unknown reference) names them.
+      return err.issues.length > 0
+        ? err.issues.map((issue) => ({ field: fieldPath(issue.loc, names), message: issue.msg, code: "NOT_ALLOWED" }))
+        : [{ field: null, message: err.message, code: "NOT_ALLOWED" }];
+    default:
+      throw err;
+  }
+}
+
+/**
+ * Runs one core call for a mutation: its result merged into the payload with no userErrors, or,
+ * when core refuses, the payload's object fields null and the userErrors.
+ */
+export async function mutate<T extends object>(
+  run: () => Promise<T>,
+  names: PathNames = {},
+): Promise<Partial<T> & { userErrors: UserError[] }> {
+  try {
+    return { ...(await run()), userErrors: [] };
+  } catch (err) {
+    return { userErrors: userErrorsFrom(err, names) } as Partial<T> & { userErrors: UserError[] };
+  }
+}

@@ -1,0 +1,240 @@
+import type { DeploymentWithRevision } from "../../core/deployments.js";
+import { revisionSourceRevisionConfig } from "../../core/revisions.js";
+import { maskedSecrets, readSecretReferences } from "../../core/schemas/secrets.js";
+import { deploymentSourceConfig, emptySourceRevisionConfig } from "../../core/schemas/source-config.js";
+import type { Deployment } from "../../generated/prisma/client.js";
+import type { RevisionStatus } from "../../pipeline/machine.js";
+import { builder } from "../builder.js";
+import type { GraphQLContext } from "../context.js";
+import { mutate, type UserError, UserErrorType } from "../errors.js";
+import { toRestBody } from "../input-names.js";
+import { idOf, registerNode, requireId } from "../nodes.js";
+import { connection, PAGE_ARGS_DESCRIPTION, pageComplexity } from "../paging.js";
+import {
+  AgentEnvironmentEnum,
+  DeploymentStatusEnum,
+  DeploymentTypeEnum,
+  RevisionSourceEnum,
+  RevisionStatusEnum,
+  type SOURCES,
+  SourceEnum,
+} from "./enums.js";
+import { DeploymentRef, InstallationRef, ListenerRef, RevisionRef } from "./refs.js";
+import {
+  AgentInput,
+  AgentRef,
+  SecretInput,
+  SecretRef,
+  SecretReferenceInput,
+  SecretReferenceRef,
+  SourceConfigInput,
+  SourceConfigRef,
+  SourceRevisionConfigInput,
+  SourceRevisionConfigRef,
+} from "./source-config.js";
+
+type DeploymentStatus = "AWAITING_DATABASE" | "READY" | "UNUSED" | "AWAITING_DELETE" | "UNKNOWN";
+
+/** Loads a revision the deployment points at; the loader batches these across a whole page. */
+const revisionAt = (ctx: GraphQLContext, id: string | null) => (id ? ctx.loaders.revision.load(id) : null);
+
+builder.node(DeploymentRef, {
+  description: "A deployment of an agent server: its configuration, its revisions and where it is served.",
+  id: { resolve: (d) => d.id },
+  fields: (t) => ({
+    uuid: t.exposeID("id", { description: "The REST id (deployment_id)." }),
+    tenantId: t.exposeID("workspaceId", { description: "The REST id of the workspace (tenant_id)." }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    name: t.exposeString("name"),
+    displayName: t.exposeString("displayName"),
+    source: t.field({ type: SourceEnum, resolve: (d) => d.source as (typeof SOURCES)[number] }),
+    sourceConfig: t.field({ type: SourceConfigRef, resolve: (d) => ({ ...deploymentSourceConfig(d) }) }),
+    sourceRevisionConfig: t.field({
+      type: SourceRevisionConfigRef,
+      description: "The latest revision's source revision config.",
+      resolve: async (d, _args, ctx) => {
+        const latest = await revisionAt(ctx, d.latestRevisionId);
+        return latest ? { ...revisionSourceRevisionConfig(latest) } : { ...emptySourceRevisionConfig(), repo_commit_sha: null, repo_commit_title: null };
+      },
+    }),
+    secrets: t.field({ type: [SecretRef], description: "Names only: values are never shown.", resolve: (d) => maskedSecrets(d.secrets).map(({ name }) => ({ name })) }),
+    secretReferences: t.field({ type: [SecretReferenceRef], resolve: (d) => readSecretReferences(d.secretReferences) }),
+    status: t.field({ type: DeploymentStatusEnum, resolve: (d) => d.status as DeploymentStatus }),
+    latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx) => revisionAt(ctx, d.latestRevisionId) }),
+    activeRevision: t.field({
+      type: RevisionRef,
+      nullable: true,
+      description: "The revision being served: the last one that reached DEPLOYED.",
+      resolve: (d, _args, ctx) => revisionAt(ctx, d.activeRevisionId),
+    }),
+    revisions: t.connection(
+      {
+        type: RevisionRef,
+        description: `The deployment's revisions, newest first, optionally only those in some statuses. ${PAGE_ARGS_DESCRIPTION}`,
+        args: { status: t.arg({ type: [RevisionStatusEnum] }) },
+        complexity: pageComplexity,
+        resolve: async (d, args, ctx) => {
+          const statuses = args.status ? [...new Set<RevisionStatus>(args.status)] : undefined;
+          const keyset = ctx.core.graph.keysetArgs("graphql:revisions", args);
+          const page = await ctx.loaders.revisionPage(keyset, statuses).load(d.id);
+          return connection(ctx.core.graph.toRelay("graphql:revisions", page), () => ctx.loaders.revisionCount(statuses).load(d.id));
+        },
+      },
+      { name: "RevisionConnection" },
+      { name: "RevisionEdge" },
+    ),
+    listener: t.field({
+      type: ListenerRef,
+      nullable: true,
+      description: "The listener running this self-hosted deployment.",
+      resolve: (d, _args, ctx) => (d.listenerId ? ctx.loaders.listener.load(d.listenerId) : null),
+    }),
+    integration: t.field({
+      type: InstallationRef,
+      nullable: true,
+      description: "The code-hosting installation the repository is read through.",
+      resolve: (d, _args, ctx) => (d.integrationId ? ctx.loaders.installation.load(d.integrationId) : null),
+    }),
+    agent: t.field({
+      type: AgentRef,
+      nullable: true,
+      resolve: (d) => (d.agentId && d.agentEnvironment ? { agentId: d.agentId, environment: d.agentEnvironment } : null),
+    }),
+    shareable: t.exposeBoolean("shareable"),
+    routeThroughGateway: t.exposeBoolean("routeThroughGateway"),
+    tracerSessionId: t.exposeID("tracerSessionId"),
+    url: t.exposeString("url", { description: "Where the deployment is served." }),
+    isPreview: t.exposeBoolean("isPreview"),
+    imageVersion: t.exposeString("imageVersion"),
+    isManagedDeepAgent: t.exposeBoolean("isManagedDeepAgent"),
+    deploymentTier: t.exposeString("deploymentTier"),
+    computeTier: t.exposeString("computeTier"),
+    databaseTier: t.exposeString("databaseTier"),
+    remoteReconciled: t.exposeBoolean("remoteReconciled", { description: "Reconciled by a listener in a self-hosted cluster." }),
+    tagValueIds: t.exposeIDList("tagValueIds"),
+  }),
+});
+
+registerNode(DeploymentRef, (ctx, id) => ctx.loaders.deployment.load(id));
+
+const DeploymentFilter = builder.inputType("DeploymentFilter", {
+  description: "The REST listing's filters; all given filters must match.",
+  fields: (t) => ({
+    name: t.string({ description: "Exact name." }),
+    nameContains: t.string({ description: "Part of the name, case-insensitive." }),
+    status: t.field({ type: DeploymentStatusEnum }),
+    remoteReconciled: t.boolean(),
+    tagValueIds: t.idList({ description: "Deployments carrying all of these tag values." }),
+    imageVersion: t.string(),
+    deploymentType: t.field({ type: DeploymentTypeEnum }),
+    deploymentIds: t.idList({ description: "Only these deployments (global ids or REST ids), at most 100." }),
+    url: t.string({ description: "Exact serving URL." }),
+    agentId: t.string({ description: "Deployments made for this agent." }),
+    agentEnvironment: t.field({ type: AgentEnvironmentEnum }),
+  }),
+});
+
+builder.queryField("deployments", (t) =>
+  t.connection(
+    {
+      type: DeploymentRef,
+      description: `The workspace's deployments, newest first. ${PAGE_ARGS_DESCRIPTION}`,
+      args: { filter: t.arg({ type: DeploymentFilter }) },
+      complexity: pageComplexity,
+      resolve: async (_root, { filter, ...args }, ctx) => {
+        // A null filter field is an unused one (clients send null for unset variables).
+        const given = Object.fromEntries(Object.entries(filter ?? {}).filter(([, v]) => v != null));
+        // Deployment ids may be given as global ids or REST ids.
+        const ids = filter?.deploymentIds?.map((id) => idOf(id, "Deployment") ?? id);
+        const parsed = ctx.core.graph.parseDeploymentFilter(toRestBody({ ...given, ...(ids && { deploymentIds: ids }) }));
+        const page = await ctx.core.graph.relay("graphql:deployments", args, (keyset) => ctx.core.graph.deploymentPage(ctx.tenant, parsed, keyset));
+        for (const edge of page.edges) ctx.loaders.deployment.prime(edge.node.id, edge.node);
+        return connection(page, () => ctx.core.graph.deploymentCount(ctx.tenant, parsed));
+      },
+    },
+    { name: "DeploymentConnection" },
+    { name: "DeploymentEdge" },
+  ),
+);
+
+const DeploymentCreateInput = builder.inputType("DeploymentCreateInput", {
+  fields: (t) => ({
+    name: t.string({ description: "Required unless agent is given (then it defaults to <agentId>-<environment>)." }),
+    source: t.field({ type: SourceEnum, required: true }),
+    sourceConfig: t.field({ type: SourceConfigInput }),
+    sourceRevisionConfig: t.field({ type: SourceRevisionConfigInput }),
+    secrets: t.field({ type: [SecretInput] }),
+    secretReferences: t.field({ type: [SecretReferenceInput] }),
+    agent: t.field({ type: AgentInput }),
+    shareable: t.boolean(),
+    routeThroughGateway: t.boolean(),
+  }),
+});
+
+const DeploymentUpdateInput = builder.inputType("DeploymentUpdateInput", {
+  description:
+    "A new revision is created when a sourceRevisionConfig field or secrets is given, or customUrl, resourceSpec, installCommand or buildCommand changes. integrationId, repoUrl, deploymentType and listenerId cannot change.",
+  fields: (t) => ({
+    revisionSource: t.field({ type: RevisionSourceEnum, description: "Build the new revision from another source than the deployment's." }),
+    sourceConfig: t.field({ type: SourceConfigInput }),
+    sourceRevisionConfig: t.field({ type: SourceRevisionConfigInput }),
+    secrets: t.field({ type: [SecretInput], description: "Replaces all secrets." }),
+    secretReferences: t.field({ type: [SecretReferenceInput] }),
+    shareable: t.boolean(),
+    routeThroughGateway: t.boolean(),
+  }),
+});
+
+interface DeploymentPayload {
+  deployment?: Deployment | null;
+  userErrors: UserError[];
+}
+
+const payload = (name: string) =>
+  builder.objectRef<DeploymentPayload>(name).implement({
+    fields: (t) => ({
+      deployment: t.field({ type: DeploymentRef, nullable: true, resolve: (p) => p.deployment ?? null }),
+      userErrors: t.field({ type: [UserErrorType], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+const DeploymentDeletePayload = builder.objectRef<{ deletedDeploymentId?: string | null; userErrors: UserError[] }>("DeploymentDeletePayload").implement({
+  fields: (t) => ({
+    deletedDeploymentId: t.id({ nullable: true, resolve: (p) => p.deletedDeploymentId ?? null }),
+    userErrors: t.field({ type: [UserErrorType], resolve: (p) => p.userErrors }),
+  }),
+});
+
+/** The deployment a mutation returns, with its latest revision already in the loader (no refetch). */
+function loaded(ctx: GraphQLContext, d: DeploymentWithRevision): { deployment: Deployment } {
+  const { latestRevision, ...deployment } = d;
+  if (latestRevision) ctx.loaders.revision.clear(latestRevision.id).prime(latestRevision.id, latestRevision);
+  ctx.loaders.deployment.clear(deployment.id).prime(deployment.id, deployment);
+  return { deployment };
+}
+
+builder.mutationFields((t) => ({
+  deploymentCreate: t.field({
+    type: payload("DeploymentCreatePayload"),
+    description: "Creates a deployment and its first revision (status CREATING); follow it with revisionStatusChanged.",
+    args: { input: t.arg({ type: DeploymentCreateInput, required: true }) },
+    resolve: (_root, { input }, ctx) => mutate(async () => loaded(ctx, await ctx.core.deployments.create(ctx.tenant, toRestBody(input)))),
+  }),
+  deploymentUpdate: t.field({
+    type: payload("DeploymentUpdatePayload"),
+    args: { id: t.arg.id({ required: true }), input: t.arg({ type: DeploymentUpdateInput, required: true }) },
+    resolve: (_root, { id, input }, ctx) =>
+      mutate(async () => loaded(ctx, await ctx.core.deployments.update(ctx.tenant, requireId(id, "Deployment"), toRestBody(input)))),
+  }),
+  deploymentDelete: t.field({
+    type: DeploymentDeletePayload,
+    description: "Deletes the deployment with its revisions.",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, { id }, ctx) =>
+      mutate(async () => {
+        await ctx.core.deployments.delete(ctx.tenant, requireId(id, "Deployment"));
+        return { deletedDeploymentId: id };
+      }),
+  }),
+}));

@@ -1,0 +1,72 @@
+import type { CodehostInstallation } from "../../core/installations.js";
+import { builder } from "../builder.js";
+import { mutate, type UserError, UserErrorType } from "../errors.js";
+import { toRestBody } from "../input-names.js";
+import { registerNode } from "../nodes.js";
+import { connection, PAGE_ARGS_DESCRIPTION, pageComplexity } from "../paging.js";
+import { RepositorySelectionEnum } from "./enums.js";
+import { InstallationRef } from "./refs.js";
+
+builder.node(InstallationRef, {
+  description: "A code-hosting installation: the provider account a codehost deployment reads its repository through.",
+  id: { resolve: (i) => i.id },
+  fields: (t) => ({
+    uuid: t.exposeID("id", { description: "The REST id: the integration_id of a codehost deployment's source config." }),
+    installationId: t.exposeInt("installationId", { description: "The installation's id at the provider." }),
+    name: t.exposeString("name", { description: "The provider account's name." }),
+    repositorySelection: t.field({
+      type: RepositorySelectionEnum,
+      nullable: true,
+      resolve: (i) => (i.repositorySelection === "all" || i.repositorySelection === "selected" ? i.repositorySelection : null),
+    }),
+    settingsUrl: t.exposeString("settingsUrl", { nullable: true, description: "Where repository access is edited at the provider." }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+  }),
+});
+
+registerNode(InstallationRef, (ctx, id) => ctx.loaders.installation.load(id));
+
+builder.queryField("codehostInstallations", (t) =>
+  t.connection(
+    {
+      type: InstallationRef,
+      description: `The workspace's code-hosting installations, newest first. ${PAGE_ARGS_DESCRIPTION}`,
+      complexity: pageComplexity,
+      resolve: async (_root, args, ctx) =>
+        connection(
+          await ctx.core.graph.relay("graphql:codehost-installations", args, (keyset) => ctx.core.installations.keyset(ctx.tenant, keyset)),
+          () => ctx.core.graph.installationCount(ctx.tenant),
+        ),
+    },
+    { name: "CodehostInstallationConnection" },
+    { name: "CodehostInstallationEdge" },
+  ),
+);
+
+const RegisterInput = builder.inputType("CodehostInstallationRegisterInput", {
+  fields: (t) => ({
+    installationId: t.int({ required: true, description: "The installation's id at the provider." }),
+    name: t.string({ required: true }),
+    repositorySelection: t.field({ type: RepositorySelectionEnum }),
+    settingsUrl: t.string({ description: "An https deep link to the installation's settings at the provider." }),
+  }),
+});
+
+const RegisterPayload = builder
+  .objectRef<{ codehostInstallation?: CodehostInstallation | null; userErrors: UserError[] }>("CodehostInstallationRegisterPayload")
+  .implement({
+    fields: (t) => ({
+      codehostInstallation: t.field({ type: InstallationRef, nullable: true, resolve: (p) => p.codehostInstallation ?? null }),
+      userErrors: t.field({ type: [UserErrorType], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+builder.mutationField("codehostInstallationRegister", (t) =>
+  t.field({
+    type: RegisterPayload,
+    description: "Registers an installation made at the provider with this workspace.",
+    args: { input: t.arg({ type: RegisterInput, required: true }) },
+    resolve: (_root, { input }, ctx) =>
+      mutate(async () => ({ codehostInstallation: await ctx.core.installations.register(ctx.tenant, toRestBody(input)) })),
+  }),
+);

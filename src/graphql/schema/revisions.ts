@@ -1,0 +1,134 @@
+import { notFound } from "../../core/errors.js";
+import type { Deployment, Revision, RevisionEvent } from "../../generated/prisma/client.js";
+import { revisionSourceRevisionConfig } from "../../core/revisions.js";
+import { readSecretReferences, readStoredSecrets } from "../../core/schemas/secrets.js";
+import { readSourceConfig } from "../../core/schemas/source-config.js";
+import type { RevisionStatus } from "../../pipeline/machine.js";
+import { builder } from "../builder.js";
+import type { GraphQLContext } from "../context.js";
+import { mutate, type UserError, UserErrorType } from "../errors.js";
+import { toRestBody } from "../input-names.js";
+import { registerNode, requireId } from "../nodes.js";
+import { RevisionSourceEnum, RevisionStatusEnum, type SOURCES, SourceEnum } from "./enums.js";
+import { DeploymentRef, RevisionRef } from "./refs.js";
+import {
+  SecretInput,
+  SecretRef,
+  SecretReferenceInput,
+  SecretReferenceRef,
+  SourceConfigInput,
+  SourceConfigRef,
+  SourceRevisionConfigInput,
+  SourceRevisionConfigRef,
+} from "./source-config.js";
+
+const RevisionEventRef = builder.objectRef<RevisionEvent>("RevisionEvent").implement({
+  description: "One status change in a revision's log.",
+  fields: (t) => ({
+    from: t.field({ type: RevisionStatusEnum, nullable: true, description: "Null for the entry that created the revision.", resolve: (e) => (e.fromStatus as RevisionStatus | null) ?? null }),
+    to: t.field({ type: RevisionStatusEnum, resolve: (e) => e.toStatus as RevisionStatus }),
+    at: t.expose("at", { type: "DateTime" }),
+    message: t.exposeString("message"),
+  }),
+});
+
+builder.node(RevisionRef, {
+  description: "One build and deploy of a deployment, from a snapshot of its configuration.",
+  id: { resolve: (r) => r.id },
+  fields: (t) => ({
+    uuid: t.exposeID("id", { description: "The REST id (revision_id)." }),
+    createdAt: t.expose("createdAt", { type: "DateTime" }),
+    updatedAt: t.expose("updatedAt", { type: "DateTime" }),
+    status: t.field({ type: RevisionStatusEnum, resolve: (r) => r.status as RevisionStatus }),
+    statusMessage: t.exposeString("statusMessage", { description: "Why the revision is in its status, e.g. why a build failed." }),
+    source: t.field({ type: SourceEnum, resolve: (r) => r.source as (typeof SOURCES)[number] }),
+    sourceConfig: t.field({ type: SourceConfigRef, description: "The source config this revision was made from.", resolve: (r) => ({ ...readSourceConfig(r.sourceConfig) }) }),
+    sourceRevisionConfig: t.field({ type: SourceRevisionConfigRef, resolve: (r) => ({ ...revisionSourceRevisionConfig(r) }) }),
+    secrets: t.field({ type: [SecretRef], resolve: (r) => readStoredSecrets(r.secrets).map(({ name }) => ({ name })) }),
+    secretReferences: t.field({ type: [SecretReferenceRef], resolve: (r) => readSecretReferences(r.secretReferences) }),
+    shareable: t.exposeBoolean("shareable"),
+    routeThroughGateway: t.exposeBoolean("routeThroughGateway"),
+    remoteReconciled: t.exposeBoolean("remoteReconciled", { description: "Carried out by a listener in a self-hosted cluster." }),
+    deployment: t.field({
+      type: DeploymentRef,
+      resolve: async (r, _args, ctx) => (await ctx.loaders.deployment.load(r.deploymentId)) ?? Promise.reject(notFound("Deployment", r.deploymentId)),
+    }),
+    events: t.field({
+      type: [RevisionEventRef],
+      description: "Every status change, oldest first.",
+      complexity: { field: 1, multiplier: 10 },
+      resolve: (r, _args, ctx) => ctx.loaders.revisionEvents.load(r.id),
+    }),
+  }),
+});
+
+registerNode(RevisionRef, (ctx, id) => ctx.loaders.revision.load(id));
+
+export const RevisionCreateInput = builder.inputType("RevisionCreateInput", {
+  description: "What the new revision changes; omitted fields keep the deployment's current values.",
+  fields: (t) => ({
+    revisionSource: t.field({ type: RevisionSourceEnum, description: "Build this revision from another source than the deployment's (managed cloud only)." }),
+    sourceConfig: t.field({ type: SourceConfigInput }),
+    sourceRevisionConfig: t.field({ type: SourceRevisionConfigInput }),
+    secrets: t.field({ type: [SecretInput], description: "Replaces all secrets." }),
+    secretReferences: t.field({ type: [SecretReferenceInput] }),
+    shareable: t.boolean(),
+    routeThroughGateway: t.boolean(),
+  }),
+});
+
+interface RevisionPayload {
+  revision?: Revision | null;
+  deployment?: Deployment | null;
+  userErrors: UserError[];
+}
+
+const payload = (name: string, withDeployment: boolean) =>
+  builder.objectRef<RevisionPayload>(name).implement({
+    fields: (t) => ({
+      revision: t.field({ type: RevisionRef, nullable: true, resolve: (p) => p.revision ?? null }),
+      ...(withDeployment && { deployment: t.field({ type: DeploymentRef, nullable: true, resolve: (p) => p.deployment ?? null }) }),
+      userErrors: t.field({ type: [UserErrorType], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+builder.mutationFields((t) => ({
+  revisionCreate: t.field({
+    type: payload("RevisionCreatePayload", false),
+    description: "Creates a revision of the deployment (always, unlike deploymentUpdate).",
+    args: { deploymentId: t.arg.id({ required: true }), input: t.arg({ type: RevisionCreateInput, required: true }) },
+    resolve: (_root, { deploymentId, input }, ctx) =>
+      mutate(
+        async () => ({ revision: await ctx.core.deployments.createRevision(ctx.tenant, requireId(deploymentId, "Deployment"), toRestBody(input)) }),
+        { notFound: "deploymentId" },
+      ),
+  }),
+  revisionRedeploy: t.field({
+    type: payload("RevisionRedeployPayload", true),
+    description: "A new revision from this revision's configuration (a rollback), which the deployment takes on.",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, { id }, ctx) =>
+      mutate(async () => {
+        const revision = await revisionOf(ctx, id);
+        const deployment = await ctx.core.deployments.redeploy(ctx.tenant, revision.deploymentId, revision.id);
+        return { deployment, revision: deployment.latestRevision };
+      }),
+  }),
+  revisionInterrupt: t.field({
+    type: payload("RevisionInterruptPayload", false),
+    description: "Stops a revision in progress (status INTERRUPTED); a finished revision cannot be interrupted.",
+    args: { id: t.arg.id({ required: true }) },
+    resolve: (_root, { id }, ctx) =>
+      mutate(async () => {
+        const revision = await revisionOf(ctx, id);
+        return { revision: await ctx.core.revisions.interrupt(ctx.tenant, revision.deploymentId, revision.id) };
+      }),
+  }),
+}));
+
+/** The revision a mutation names, if the caller can see it: its deployment is needed for the core call. */
+async function revisionOf(ctx: GraphQLContext, globalId: string): Promise<Revision> {
+  const revision = await ctx.loaders.revision.load(requireId(globalId, "Revision"));
+  if (!revision) throw notFound("Revision", globalId);
+  return revision;
+}

@@ -1,0 +1,159 @@
+import { EnvelopArmorPlugin } from "@escape.tech/graphql-armor";
+import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
+import { complexityFromQuery } from "@pothos/plugin-complexity";
+import { type DocumentNode, GraphQLError, Kind, NoSchemaIntrospectionCustomRule } from "graphql";
+import { createYoga, maskError as yogaMaskError, type Plugin, type YogaServerInstance } from "graphql-yoga";
+import type { Credentials, Tenant } from "../core/auth.js";
+import { CoreError } from "../core/errors.js";
+import type { Core } from "../core/index.js";
+import type { Logger } from "../logger.js";
+import { createContext, type GraphQLContext } from "./context.js";
+import { toGraphQLError } from "./errors.js";
+import { schema } from "./schema/index.js";
+
+export const GRAPHQL_PATH = "/graphql";
+
+export interface GraphQLOptions {
+  /** Production hides internal error details and field suggestions. */
+  production: boolean;
+  /** Whether clients may introspect the schema (on by default outside production). */
+  introspection: boolean;
+  /** The GraphiQL IDE on GET /graphql from a browser (development). */
+  graphiql: boolean;
+}
+
+/** What the server passes in besides the request: the tenant of an authenticated WebSocket. */
+export interface ServerContext {
+  tenant?: Tenant;
+}
+
+export type GraphQLServer = YogaServerInstance<ServerContext, GraphQLContext>;
+
+/**
+ * Sized for Relay dashboards: a page of 100 deployments, each with its latest revision, listener and
+ * first 5 revisions, fits comfortably; a page of 100 × 100 revisions with their event logs does not.
+ */
+export const LIMITS = { depth: 15, aliases: 30, tokens: 5000, directives: 50, complexity: 25_000 };
+
+export function credentialsFromHeaders(headers: { get(name: string): string | null }): Credentials {
+  return { apiKey: headers.get("x-api-key"), tenantId: headers.get("x-tenant-id"), authorization: headers.get("authorization") };
+}
+
+/** graphql-yoga over the schema: HTTP (GET/POST), SSE subscriptions, and the executor graphql-ws uses. */
+export function createGraphQLServer(core: Core, logger: Logger, options: GraphQLOptions): GraphQLServer {
+  return createYoga<ServerContext, GraphQLContext>({
+    schema,
+    graphqlEndpoint: GRAPHQL_PATH,
+    graphiql: options.graphiql ? { subscriptionsProtocol: "WS", title: "Deployment control plane" } : false,
+    landingPage: false,
+    // No file uploads: multipart is also the classic CSRF carrier.
+    multipart: false,
+    logging: yogaLogger(logger),
+    maskedErrors: { maskError: (error, message) => maskError(error, message, !options.production) },
+    context: async ({ tenant, request }) => {
+      if (tenant) return createContext(core, tenant);
+      try {
+        return createContext(core, await core.auth.authenticate(credentialsFromHeaders(request.headers)));
+      } catch (err) {
+        throw err instanceof CoreError ? toGraphQLError(err) : err;
+      }
+    },
+    plugins: [
+      // A browser can send a "simple" request cross-site without a preflight; demanding one of
+      // these headers (which our clients send anyway) forces the preflight that CORS then refuses.
+      useCSRFPrevention({ requestHeaders: ["x-api-key", "authorization", "x-graphql-yoga-csrf", "apollo-require-preflight"] }),
+      EnvelopArmorPlugin({
+        maxDepth: { n: LIMITS.depth, ignoreIntrospection: true },
+        maxAliases: { n: LIMITS.aliases },
+        maxTokens: { n: LIMITS.tokens },
+        maxDirectives: { n: LIMITS.directives },
+        // Cost is Pothos's complexity below: it knows that first: 100 means a hundred items.
+        costLimit: { enabled: false },
+        blockFieldSuggestion: { enabled: options.production },
+      }),
+      useComplexityLimit(LIMITS.complexity),
+      ...(options.introspection ? [] : [useNoIntrospection()]),
+    ],
+  });
+}
+
+/**
+ * Rejects an operation whose cost exceeds the limit before any resolver runs. Runs after the
+ * standard validation, on valid documents only, on the operation that will execute.
+ */
+function useComplexityLimit(maxComplexity: number): Plugin {
+  return {
+    onValidate({ params, context }) {
+      const request = (context as { params?: { variables?: Record<string, unknown>; operationName?: string | null } }).params;
+      return ({ valid, setResult }) => {
+        if (!valid) return;
+        const name = request?.operationName;
+        const document: DocumentNode = {
+          ...(params.documentAST as DocumentNode),
+          definitions: (params.documentAST as DocumentNode).definitions.filter((d) => d.kind !== Kind.OPERATION_DEFINITION || !name || d.name?.value === name),
+        };
+        let complexity: number;
+        try {
+          ({ complexity } = complexityFromQuery(document, { schema: params.schema, ctx: context, variables: request?.variables ?? {} }));
+        } catch {
+          // Bad variables or no such operation: execution reports those in its own words.
+          return;
+        }
+        if (complexity > maxComplexity) {
+          setResult([
+            new GraphQLError(
+              `Query is too costly: ${complexity} (limit ${maxComplexity}). Ask for fewer items (first/last) or fewer nested connections.`,
+              { extensions: { code: "QUERY_TOO_COMPLEX", cost: complexity, limit: maxComplexity } },
+            ),
+          ]);
+        }
+      };
+    },
+  };
+}
+
+function useNoIntrospection(): Plugin {
+  return {
+    onValidate({ addValidationRule }) {
+      addValidationRule(NoSchemaIntrospectionCustomRule);
+    },
+  };
+}
+
+/**
+ * Core's errors keep their message and get their code; GraphQL's own (validation, bad variables) get
+ * a code if they lack one; anything else is an unexpected error whose details stay in the log.
+ */
+export function maskError(error: unknown, message: string, isDev: boolean): Error {
+  const original = error instanceof GraphQLError ? error.originalError : error;
+  if (original instanceof CoreError) {
+    const mapped = toGraphQLError(original, error instanceof GraphQLError ? error.path : undefined);
+    return error instanceof GraphQLError
+      ? new GraphQLError(mapped.message, { nodes: error.nodes, path: error.path, extensions: mapped.extensions })
+      : mapped;
+  }
+  if (error instanceof GraphQLError && isOwnGraphQLError(error)) {
+    if (error.extensions.code) return error;
+    return new GraphQLError(error.message, {
+      nodes: error.nodes,
+      source: error.source,
+      positions: error.positions,
+      path: error.path,
+      extensions: { ...error.extensions, code: "BAD_USER_INPUT" },
+    });
+  }
+  return yogaMaskError(error, message, isDev);
+}
+
+/** A GraphQL error raised on purpose (by graphql-js, a scalar, Pothos), not a wrapped crash. */
+const isOwnGraphQLError = (error: unknown): boolean =>
+  error instanceof GraphQLError && (error.originalError == null || isOwnGraphQLError(error.originalError));
+
+function yogaLogger(logger: Logger) {
+  const log = (level: "debug" | "info" | "warn" | "error") => (...args: unknown[]) => {
+    const [first, ...rest] = args;
+    if (first instanceof Error) logger[level]({ err: first }, "graphql: unexpected error");
+    else logger[level]({ details: rest.length > 0 ? rest : undefined }, `graphql: ${String(first)}`);
+  };
+  return { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
+}

@@ -1,0 +1,16 @@
+/**
+ * Readers for stored JSON (source configs, resource specs): a value of the wrong shape reads as null
+ * rather than breaking a response, since JSON columns are not typed by the database.
+ */
+export type Obj = Record<string, unknown>;
+
+export const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+
+export const str = (o: Obj, k: string) => (typeof o[k] === "string" ? (o[k] as string) : null);
+export const num = (o: Obj, k: string) => (typeof o[k] === "number" ? (o[k] as number) : null);
+export const int = (o: Obj, k: string) => (typeof o[k] === "number" && Number.isInteger(o[k]) ? (o[k] as number) : null);
+export const bool = (o: Obj, k: string) => (typeof o[k] === "boolean" ? (o[k] as boolean) : null);
+export const obj = (o: Obj, k: string) => (isObj(o[k]) ? (o[k] as Obj) : null);
+export const objs = (o: Obj, k: string) => (Array.isArray(o[k]) ? (o[k] as unknown[]).filter(isObj) : null);
+export const strs = (o: Obj, k: string) =>
+  Array.isArray(o[k]) ? (o[k] as unknown[]).filter((v): v is string => typeof v === "string") : null;
