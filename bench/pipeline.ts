@@ -21,6 +21,9 @@ const p = params(args, {
 
 interface Outcome {
   replicas: number;
+  /** Summed over the replicas, while they worked (server start excluded). */
+  statements: number;
+  cpuMs: number;
   createSeconds: number;
   makespanSeconds: number;
   statuses: string;
@@ -44,35 +47,41 @@ async function run(kind: DbKind, replicas: number): Promise<Outcome> {
       await seeder.stop();
     }
     // 2. The workers, started together.
-    const env = { PIPELINE_WORKER: "on", PIPELINE_STEP_MS: String(p.stepMs) };
+    const env = { PIPELINE_WORKER: "on", PIPELINE_STEP_MS: String(p.stepMs), BENCH_COUNT_SQL: "1" };
     const servers: BenchServer[] = await Promise.all(Array.from({ length: replicas }, () => startServer({ db, env })));
+    let statements = 0;
+    let cpuMs = 0;
     try {
-      await waitAllDeployed(new Client(servers[0]!.url), deployments);
+      const before = await Promise.all(servers.map(async (s) => [await s.statements(), await s.cpuMs()] as const));
+      await waitAllDeployed(new Client(servers[0]!.url));
+      for (const [i, s] of servers.entries()) {
+        statements += (await s.statements()) - before[i]![0];
+        cpuMs += (await s.cpuMs()) - before[i]![1];
+      }
     } finally {
       await Promise.all(servers.map((s) => s.stop()));
     }
+    if (deployments.length !== p.revisions) throw new Error(`created ${deployments.length} deployments, not ${p.revisions}`);
     // 3. The database's account (PGlite can only be read once the server has let go of it).
-    return { replicas, createSeconds, ...(await audit(db)) };
+    return { replicas, createSeconds, statements, cpuMs, ...(await audit(db)) };
   } finally {
     await db.drop();
   }
 }
 
-/** Polls the REST list until every deployment's active revision is its latest (its revision DEPLOYED). */
-async function waitAllDeployed(client: Client, deployments: RestDeployment[]): Promise<void> {
-  const expected = new Set(deployments.map((d) => d.id));
-  await pollUntil("every revision DEPLOYED", p.timeoutSeconds * 1000, 1000, async () => {
-    let done = 0;
-    for (let offset = 0; ; offset += 100) {
-      const page = await client.expect<{ resources: RestDeployment[] }>(200, "GET", `/v2/deployments?limit=100&offset=${offset}`);
-      for (const d of page.resources) if (expected.has(d.id) && d.active_revision_id === d.latest_revision_id) done++;
-      if (page.resources.length < 100) break;
-    }
-    return done === expected.size ? true : undefined;
+/**
+ * Polls until no deployment still waits for its first revision (a deployment becomes READY when its
+ * first revision is DEPLOYED): one light request a second. A failed revision leaves its deployment
+ * waiting, so that the deadline ends the run and the audit shows the statuses.
+ */
+async function waitAllDeployed(client: Client): Promise<void> {
+  await pollUntil("every deployment READY", p.timeoutSeconds * 1000, 1000, async () => {
+    const page = await client.expect<{ resources: RestDeployment[] }>(200, "GET", "/v2/deployments?status=AWAITING_DATABASE&limit=1");
+    return page.resources.length === 0 ? true : undefined;
   });
 }
 
-async function audit(db: BenchDatabase): Promise<Omit<Outcome, "replicas" | "createSeconds">> {
+async function audit(db: BenchDatabase): Promise<Omit<Outcome, "replicas" | "createSeconds" | "statements" | "cpuMs">> {
   const [span] = await db.query<{ seconds: number | string }>(
     `SELECT EXTRACT(EPOCH FROM (MAX(at) FILTER (WHERE to_status = 'DEPLOYED') - MIN(at) FILTER (WHERE from_status IS NOT NULL))) AS seconds
        FROM revision_events`,
@@ -118,13 +127,15 @@ runMain(async () => {
         o.replicas === 1 ? "1.00×" : fmt.ratio(rate / base),
         `${fmt.verdict(allDeployed)} (${o.statuses})`,
         o.duplicates === 0 ? "none (met)" : `${o.duplicates} (NOT met)`,
+        (o.statements / p.revisions).toFixed(1),
+        fmt.ms(o.cpuMs / p.revisions),
       ]);
       notes.push(`${kind}, ${o.replicas} replica(s), event paths: ${o.paths}`);
     }
   }
   report.table(
     `${p.revisions} revisions, PIPELINE_STEP_MS=${p.stepMs}`,
-    ["database", "replicas", "create (worker off)", "first step to last DEPLOYED", "revisions/s", "vs 1 replica", "all DEPLOYED", "status entered twice"],
+    ["database", "replicas", "create (worker off)", "first step to last DEPLOYED", "revisions/s", "vs 1 replica", "all DEPLOYED", "status entered twice", "SQL statements per revision", "server CPU per revision"],
     rows,
   );
   for (const n of notes) report.note(n);

@@ -24,6 +24,8 @@ export interface BenchServer {
   readonly readyMs: number;
   /** The server's memory after a full garbage collection (asked over IPC). */
   memory(): Promise<NodeJS.MemoryUsage>;
+  /** CPU time (user + system) the server has used so far, in ms. */
+  cpuMs(): Promise<number>;
   /** SQL statements the server has sent so far; needs BENCH_COUNT_SQL=1. */
   statements(): Promise<number>;
   /** SIGTERM, then SIGKILL after 15 s; resolves when the process has exited. */
@@ -118,6 +120,10 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     readyMs,
     memory: async () => (await ask("memory")).memory,
     statements: async () => (await ask("statements")).count,
+    cpuMs: async () => {
+      const { usage } = await ask("cpu");
+      return (usage.user + usage.system) / 1000;
+    },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill("SIGTERM");
@@ -148,12 +154,12 @@ export async function waitReady(url: string, exited: Promise<unknown>, timeoutMs
   throw new Error(`/readyz did not answer 200 within ${timeoutMs} ms`);
 }
 
-/** Keeps the last 100 lines of the child's stdout and stderr (reading them also keeps the pipes flowing). */
+/** Keeps the last 40 lines (each cut at 400 characters) of the child's stdout and stderr (reading them also keeps the pipes flowing). */
 export function captureTail(child: ChildProcess): () => string {
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
-    lines.push(...chunk.toString("utf8").split("\n").filter((l) => l !== ""));
-    if (lines.length > 100) lines.splice(0, lines.length - 100);
+    for (const line of chunk.toString("utf8").split("\n")) if (line !== "") lines.push(line.length > 400 ? `${line.slice(0, 400)}…` : line);
+    if (lines.length > 40) lines.splice(0, lines.length - 40);
   };
   child.stdout?.on("data", keep);
   child.stderr?.on("data", keep);
