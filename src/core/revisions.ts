@@ -116,7 +116,6 @@ export class RevisionService {
     deploymentId: string,
     query: RevisionFilter & { limit: number; offset: number },
   ): Promise<OffsetPage<Revision>> {
-    await this.requireDeployment(tenant, deploymentId);
     const resources = await this.deps.prisma.revision.findMany({
       where: {
         deploymentId,
@@ -128,16 +127,19 @@ export class RevisionService {
       take: query.limit,
       skip: query.offset,
     });
+    // An empty page may mean no such deployment (a deployment always has a revision): tell them apart.
+    if (resources.length === 0) await this.requireDeployment(tenant, deploymentId);
     return { resources, offset: query.offset + resources.length };
   }
 
   async get(tenant: Tenant, deploymentId: string, revisionId: string): Promise<Revision> {
-    await this.requireDeployment(tenant, deploymentId);
+    // Clients poll this: one query when the revision exists, a second only to word the 404.
     const revision = await this.deps.prisma.revision.findFirst({
       where: { id: revisionId, deploymentId, workspaceId: tenant.workspaceId },
     });
-    if (!revision) throw notFound("Revision", revisionId);
-    return revision;
+    if (revision) return revision;
+    await this.requireDeployment(tenant, deploymentId);
+    throw notFound("Revision", revisionId);
   }
 
   /** A user stops an in-flight revision; a terminal one answers 400 (from the state machine). */

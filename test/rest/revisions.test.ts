@@ -46,12 +46,15 @@ describe("GET /v2/deployments/{id}/revisions", () => {
     expect(page.body).toMatchObject({ resources: [{ id: ids[3] }, { id: ids[4] }], offset: 5 });
     expect((await get(`${revisionsPath(d.id)}?offset=9`)).body).toEqual({ resources: [], offset: 9 });
 
+    // Each newer revision supersedes the older ones that had not started: they are SKIPPED.
+    const byStatus = async (status: string) =>
+      (await get(`${revisionsPath(d.id)}?status=${status}`)).body.resources.map((r: { id: string }) => r.id);
+    expect(await byStatus("CREATING")).toEqual([ids[0]]);
+    expect(await byStatus("SKIPPED")).toEqual(ids.slice(1));
     await setStatus(ids[4]!, "DEPLOYED");
     await setStatus(ids[3]!, "BUILD_FAILED");
-    const terminal = await get(`${revisionsPath(d.id)}?status=DEPLOYED,BUILD_FAILED`);
-    expect(terminal.body.resources.map((r: { id: string }) => r.id)).toEqual([ids[3], ids[4]]);
-    const creating = await get(`${revisionsPath(d.id)}?status=CREATING`);
-    expect(creating.body.resources).toHaveLength(3);
+    expect(await byStatus("DEPLOYED,BUILD_FAILED")).toEqual([ids[3], ids[4]]);
+    expect(await byStatus("CREATING,DEPLOYED")).toEqual([ids[0], ids[4]]);
     expect((await get(`${revisionsPath(d.id)}?remote_reconciled=true`)).body.resources).toEqual([]);
     expect((await get(`${revisionsPath(d.id)}?remote_reconciled=false`)).body.resources).toHaveLength(5);
   });
@@ -135,7 +138,13 @@ describe("POST /v2/deployments/{id}/revisions", () => {
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({ status: "CREATING", source: "internal_container", status_message: "Revision created" });
     expect(res.body.id).not.toBe(d.latest_revision_id);
-    expect(seen.map((e) => e.type)).toEqual(["deployment.revisions", "revision.status"]);
+    const ids = { workspaceId: ws.workspaceId, deploymentId: d.id };
+    expect(seen).toEqual([
+      { type: "deployment.revisions", ...ids, revisionId: res.body.id },
+      { type: "revision.status", ...ids, revisionId: res.body.id, status: "CREATING" },
+      // The revision it superseded, which had not started.
+      { type: "revision.status", ...ids, revisionId: d.latest_revision_id, status: "SKIPPED" },
+    ]);
     const after = (await get(`/v2/deployments/${d.id}`)).body;
     expect(after.latest_revision_id).toBe(res.body.id);
     expect(after.shareable).toBe(true);
