@@ -32,3 +32,32 @@ export async function gqlOk(t: TestApp, key: string, query: string, variables?: 
   }
   return res.data;
 }
+
+/** The REST id inside a global id. */
+export const restId = (globalId: string) => Buffer.from(globalId, "base64").toString("utf8").split(":").slice(1).join(":");
+
+/** The global id of a REST id, as the schema makes them. */
+export const globalId = (typename: string, id: string) => Buffer.from(`${typename}:${id}`).toString("base64");
+
+export const DEPLOYMENT_CREATE = /* GraphQL */ `
+  mutation Create($input: DeploymentCreateInput!) {
+    deploymentCreate(input: $input) {
+      deployment { id uuid name status latestRevision { id uuid status } }
+      userErrors { field message code }
+    }
+  }`;
+
+/** Creates an internal_container deployment through the mutation; returns its and its first revision's ids. */
+export async function createDeployment(t: TestApp, key: string, input: Record<string, unknown> = {}) {
+  const data = await gqlOk(t, key, DEPLOYMENT_CREATE, {
+    input: { name: `d-${Math.random().toString(36).slice(2, 10)}`, source: "INTERNAL_CONTAINER", ...input },
+  });
+  const payload = data.deploymentCreate;
+  if (payload.userErrors.length > 0) throw new Error(`deploymentCreate refused: ${JSON.stringify(payload.userErrors)}`);
+  return {
+    id: payload.deployment.id as string,
+    uuid: payload.deployment.uuid as string,
+    name: payload.deployment.name as string,
+    revisionId: payload.deployment.latestRevision.id as string,
+  };
+}
