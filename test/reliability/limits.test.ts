@@ -138,6 +138,9 @@ describe("rate limit", () => {
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(10);
     expect(Number(limited.headers.get("retry-after"))).toBeLessThanOrEqual(12);
     expect((await t.request("POST", "/v2/listeners", { key: a.apiKey, body: listener("nope") })).status).toBe(429);
+    const graphql = await t.request("POST", "/graphql", { key: a.apiKey, body: { query: "{ __typename }" } });
+    expect(graphql.status).toBe(429);
+    expect(graphql.headers.get("retry-after")).toMatch(/^\d+$/);
     expect((await t.request("GET", "/v2/listeners", { key: b.apiKey })).status).toBe(200);
     // Probes are never throttled.
     for (let i = 0; i < 10; i++) expect((await t.request("GET", "/healthz")).status).toBe(200);
