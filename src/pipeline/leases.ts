@@ -43,6 +43,13 @@ export class Leases {
       WHERE id = ${revisionId}::uuid AND lease_owner = ${this.owner}`;
   }
 
+  /** No step follows (UNKNOWN, or a status its route never enters): not due again until a user acts. */
+  async park(revisionId: string): Promise<void> {
+    await this.prisma.$executeRaw`
+      UPDATE revisions SET lease_owner = NULL, lease_until = NULL, next_step_at = NULL
+      WHERE id = ${revisionId}::uuid AND lease_owner = ${this.owner}`;
+  }
+
   /** Gives back every lease of this owner, due at once: a stopping worker hands its work on. */
   async releaseAll(): Promise<number> {
     return this.prisma.$executeRaw`

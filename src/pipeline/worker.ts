@@ -4,7 +4,7 @@ import type { CoreDeps } from "../core/context.js";
 import type { Revision } from "../generated/prisma/client.js";
 import type { Logger } from "../logger.js";
 import { Leases } from "./leases.js";
-import type { RevisionStatus } from "./machine.js";
+import { type RevisionStatus, routeFor, transition } from "./machine.js";
 import type { Runtime, StepOutcome } from "./runtime.js";
 import { type StepResult, Steps } from "./steps.js";
 
@@ -155,6 +155,11 @@ export class PipelineWorker {
     }, Math.max(10, Math.floor(this.options.leaseMs / 3)));
     const log = { revision_id: revision.id, status: revision.status };
     try {
+      if (!transition(revision.status as RevisionStatus, "advance", routeFor(revision.source)).ok) {
+        // Nothing for a runtime to do; retrying would spin. Counted with the dropped steps.
+        await this.leases.park(revision.id);
+        return this.count("lost");
+      }
       const gate = await this.steps.gate(revision);
       if (gate !== "go") return this.count(gate);
       let outcome: StepOutcome = await this.runtime.perform({ revision, status: revision.status as RevisionStatus, signal });

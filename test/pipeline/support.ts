@@ -14,7 +14,7 @@ import type { WorkerOptions } from "../../src/pipeline/worker.js";
 import { request, TEST_JWT_SECRET, TEST_SECRETS_KEY, type TestApp } from "../support/app.js";
 
 /** Polls `read` until `done` holds for its value; fails with the last value seen after `timeoutMs`. */
-export async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
+export async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let value = await read();
   while (!done(value)) {

@@ -239,6 +239,19 @@ describe("pipeline worker", () => {
     expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
   });
 
+  it("parks a revision in a status no step follows (UNKNOWN) instead of retrying it; a user can still interrupt it", async () => {
+    const dep = await insertDeployment(prisma(), ws.workspaceId);
+    const rev = await insertRevision(prisma(), dep);
+    await prisma().revision.update({ where: { id: rev.id }, data: { status: "UNKNOWN" } });
+    const w = worker();
+    await waitFor(() => prisma().revision.findUniqueOrThrow({ where: { id: rev.id } }), (r) => r.nextStepAt === null);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(w.stats).toMatchObject({ claimed: 1, lost: 1, committed: 0, errors: 0 });
+    expect(await statusOf(rev.id)).toBe("UNKNOWN");
+    const result = await applyTransition(t.app.core.deps, { revisionId: rev.id, event: "interrupt" });
+    expect(result.to).toBe("INTERRUPTED");
+  });
+
   it("runs many revisions of many deployments to a terminal status, each transition once", async () => {
     const revisions = [];
     for (let i = 0; i < 12; i++) {
@@ -247,7 +260,7 @@ describe("pipeline worker", () => {
     }
     worker(new SimulatorRuntime(5), { concurrency: 4 });
     worker(new SimulatorRuntime(5), { concurrency: 4 });
-    for (const r of revisions) await until(r.id, (s) => TERMINAL.includes(s));
+    for (const r of revisions) await until(r.id, (s) => TERMINAL.includes(s), 45_000);
     for (const r of revisions) expect(await eventLog(prisma(), r.id)).toEqual(MANAGED_LOG);
-  });
+  }, 60_000);
 });
