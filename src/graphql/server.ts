@@ -1,12 +1,13 @@
 import { EnvelopArmorPlugin } from "@escape.tech/graphql-armor";
 import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
 import { complexityFromQuery } from "@pothos/plugin-complexity";
-import { type DocumentNode, GraphQLError, Kind, NoSchemaIntrospectionCustomRule } from "graphql";
+import { type DocumentNode, GraphQLError, Kind, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
 import { createYoga, maskError as yogaMaskError, type Plugin, type YogaServerInstance } from "graphql-yoga";
 import type { Credentials, Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { Logger } from "../logger.js";
+import { isDatabaseUnavailable } from "../rest/errors.js";
 import { createContext, type GraphQLContext } from "./context.js";
 import { toGraphQLError } from "./errors.js";
 import { schema } from "./schema/index.js";
@@ -39,6 +40,15 @@ export function credentialsFromHeaders(headers: { get(name: string): string | nu
   return { apiKey: headers.get("x-api-key"), tenantId: headers.get("x-tenant-id"), authorization: headers.get("authorization") };
 }
 
+/**
+ * Armor's rules throw by default, which yoga would treat as a crash; reported instead, they are
+ * validation errors like any other (400, GRAPHQL_VALIDATION_FAILED).
+ */
+const asValidationError = {
+  propagateOnRejection: false,
+  onReject: [(ctx: ValidationContext | null, error: GraphQLError) => ctx?.reportError(error)],
+};
+
 /** graphql-yoga over the schema: HTTP (GET/POST), SSE subscriptions, and the executor graphql-ws uses. */
 export function createGraphQLServer(core: Core, logger: Logger, options: GraphQLOptions): GraphQLServer {
   return createYoga<ServerContext, GraphQLContext>({
@@ -63,10 +73,10 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       // these headers (which our clients send anyway) forces the preflight that CORS then refuses.
       useCSRFPrevention({ requestHeaders: ["x-api-key", "authorization", "x-graphql-yoga-csrf", "apollo-require-preflight"] }),
       EnvelopArmorPlugin({
-        maxDepth: { n: LIMITS.depth, ignoreIntrospection: true },
-        maxAliases: { n: LIMITS.aliases },
+        maxDepth: { n: LIMITS.depth, ignoreIntrospection: true, ...asValidationError },
+        maxAliases: { n: LIMITS.aliases, ...asValidationError },
         maxTokens: { n: LIMITS.tokens },
-        maxDirectives: { n: LIMITS.directives },
+        maxDirectives: { n: LIMITS.directives, ...asValidationError },
         // Cost is Pothos's complexity below: it knows that first: 100 means a hundred items.
         costLimit: { enabled: false },
         blockFieldSuggestion: { enabled: options.production },
@@ -103,7 +113,7 @@ function useComplexityLimit(maxComplexity: number): Plugin {
           setResult([
             new GraphQLError(
               `Query is too costly: ${complexity} (limit ${maxComplexity}). Ask for fewer items (first/last) or fewer nested connections.`,
-              { extensions: { code: "QUERY_TOO_COMPLEX", cost: complexity, limit: maxComplexity } },
+              { extensions: { code: "QUERY_TOO_COMPLEX", cost: complexity, limit: maxComplexity, http: { status: 400 } } },
             ),
           ]);
         }
@@ -125,7 +135,9 @@ function useNoIntrospection(): Plugin {
  * a code if they lack one; anything else is an unexpected error whose details stay in the log.
  */
 export function maskError(error: unknown, message: string, isDev: boolean): Error {
-  const original = error instanceof GraphQLError ? error.originalError : error;
+  let original = error instanceof GraphQLError ? error.originalError : error;
+  // A lost database is worth retrying, not a bug: the same classification as REST's 503.
+  if (isDatabaseUnavailable(original)) original = new CoreError("UNAVAILABLE", "The database is unavailable; retry shortly.");
   if (original instanceof CoreError) {
     const mapped = toGraphQLError(original, error instanceof GraphQLError ? error.path : undefined);
     return error instanceof GraphQLError

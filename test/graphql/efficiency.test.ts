@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { countSql } from "./sql-count.js";
+import { createDeployment, gqlOk } from "./support.js";
+
+let t: TestApp;
+let ws: NewWorkspace;
+
+// No pipeline worker: its polling would be counted too.
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  ws = await t.workspace();
+  const listeners: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const res = await gqlOk(t, ws.apiKey, `mutation($c: String!) { listenerCreate(input: {computeType: K8S, computeId: $c, version: "1"}) { listener { uuid } } }`, {
+      c: `cluster-${i}`,
+    });
+    listeners.push(res.listenerCreate.listener.uuid);
+  }
+  for (let i = 0; i < 100; i++) {
+    const selfHosted = i % 2 === 0;
+    const d = await createDeployment(
+      t,
+      ws.apiKey,
+      selfHosted
+        ? { source: "EXTERNAL_CONTAINER", sourceConfig: { listenerId: listeners[i % 4] }, sourceRevisionConfig: { imageUri: `r/x:${i}` } }
+        : {},
+    );
+    // Some deployments have more revisions than the 5 asked for.
+    const extra = i % 10 === 0 ? 7 : i % 3;
+    for (let r = 0; r < extra; r++) {
+      await gqlOk(t, ws.apiKey, `mutation($d: ID!) { revisionCreate(deploymentId: $d, input: {}) { userErrors { message } } }`, { d: d.id });
+    }
+  }
+}, 300_000);
+afterAll(() => t.close());
+
+const DASHBOARD = /* GraphQL */ `
+  query Dashboard($first: Int!) {
+    deployments(first: $first) {
+      edges { node {
+        id name status
+        sourceRevisionConfig { imageUri }
+        latestRevision { id status statusMessage sourceRevisionConfig { imageUri } }
+        listener { id computeId }
+        revisions(first: 5) { totalCount edges { node { id status createdAt } } pageInfo { hasNextPage } }
+      } }
+    }
+  }`;
+
+describe("DataLoaders", () => {
+  it("costs the same few SQL statements for a page of 10 or 100 deployments with latest revision, listener and first 5 revisions", async () => {
+    await gqlOk(t, ws.apiKey, DASHBOARD, { first: 1 }); // warms the API key cache
+    const sql = countSql();
+    try {
+      const counts: Record<number, number> = {};
+      let page100: any = null;
+      for (const first of [10, 100]) {
+        sql.reset();
+        const data = await gqlOk(t, ws.apiKey, DASHBOARD, { first });
+        counts[first] = sql.count;
+        if (first === 100) page100 = data;
+      }
+      // One statement per level: deployments, revisions by id (latest), listeners by id,
+      // the windowed revision pages, and the grouped revision counts.
+      expect(counts[100]).toBe(counts[10]);
+      expect(counts[10]).toBe(5);
+
+      // And the answer is right: every deployment with its own data.
+      const edges = page100.deployments.edges.map((e: any) => e.node);
+      expect(edges).toHaveLength(100);
+      for (const d of edges) {
+        const revisions = d.revisions.edges.map((e: any) => e.node);
+        expect(revisions.length).toBe(Math.min(5, d.revisions.totalCount));
+        expect(d.revisions.pageInfo.hasNextPage).toBe(d.revisions.totalCount > 5);
+        expect(revisions[0].id).toBe(d.latestRevision.id);
+        const times = revisions.map((r: any) => r.createdAt);
+        expect([...times].sort().reverse()).toEqual(times);
+        if (d.latestRevision.sourceRevisionConfig.imageUri) expect(d.listener).not.toBeNull();
+        expect(d.sourceRevisionConfig).toEqual(d.latestRevision.sourceRevisionConfig);
+      }
+      expect(edges.filter((d: any) => d.revisions.totalCount > 5).length).toBeGreaterThan(0);
+      expect(edges.filter((d: any) => d.listener).length).toBe(50);
+    } finally {
+      sql.restore();
+    }
+  });
+});

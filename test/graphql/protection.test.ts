@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { gql } from "./support.js";
+
+let dev: TestApp;
+let prod: TestApp;
+let devWs: NewWorkspace;
+let prodWs: NewWorkspace;
+
+beforeAll(async () => {
+  [dev, prod] = await Promise.all([
+    startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" }),
+    startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0", NODE_ENV: "production" }),
+  ]);
+  [devWs, prodWs] = await Promise.all([dev.workspace(), prod.workspace()]);
+});
+afterAll(() => Promise.all([dev.close(), prod.close()]));
+
+const nested = (depth: number) => {
+  let q = "id";
+  for (let i = 0; i < depth; i++) q = `deployment { latestRevision { ${q} } }`;
+  return `query($id: ID!) { node(id: $id) { ... on Revision { ${q} } } }`;
+};
+
+describe("limits sized for Relay queries", () => {
+  it("rejects a query nested deeper than the limit, before running it", async () => {
+    const res = await gql(dev, devWs.apiKey, nested(8), { id: "x" });
+    expect(res.status).toBe(400);
+    expect(res.errors).toEqual([expect.objectContaining({ message: expect.stringContaining("depth"), extensions: expect.objectContaining({ code: expect.any(String) }) })]);
+    const ok = await gql(dev, devWs.apiKey, nested(5), { id: "x" });
+    expect(ok.status).toBe(200);
+    expect(ok.data).toEqual({ node: null });
+  });
+
+  it("rejects too many aliases and too many tokens", async () => {
+    const aliases = `{ ${Array.from({ length: 31 }, (_, i) => `a${i}: viewer { id }`).join(" ")} }`;
+    const a = await gql(dev, devWs.apiKey, aliases);
+    expect(a.status).toBe(400);
+    expect(a.errors![0]!.message).toMatch(/aliases/i);
+    expect(a.errors![0]!.extensions?.code).toEqual(expect.any(String));
+
+    const tokens = `{ viewer { ${Array.from({ length: 6000 }, () => "id").join(" ")} } }`;
+    const b = await gql(dev, devWs.apiKey, tokens);
+    expect(b.status).toBe(400);
+    expect(b.errors![0]!.message).toMatch(/token/i);
+  });
+
+  it("costs a connection by the items it asks for: 100 × 100 revisions with their logs is refused, 100 × 5 is fine", async () => {
+    const heavy = `{ deployments(first: 100) { edges { node { revisions(first: 100) { edges { node { id events { at } } } } } } } }`;
+    const res = await gql(dev, devWs.apiKey, heavy);
+    expect(res.status).toBe(400);
+    expect(res.errors).toEqual([
+      expect.objectContaining({ message: expect.stringMatching(/too costly/), extensions: expect.objectContaining({ code: "QUERY_TOO_COMPLEX" }) }),
+    ]);
+    const light = `{ deployments(first: 100) { edges { node { id latestRevision { id status } listener { id } revisions(first: 5) { edges { node { id status } } } } } } }`;
+    const ok = await gql(dev, devWs.apiKey, light);
+    expect(ok.status).toBe(200);
+    expect(ok.errors).toBeUndefined();
+  });
+});
+
+describe("errors", () => {
+  it("carries extensions.code on every error", async () => {
+    for (const query of ["{ nope }", "{ viewer { id }", `{ listeners(first: 1000) { totalCount } }`, `query($n: Int!) { listeners(first: $n) { totalCount } }`]) {
+      const res = await gql(dev, devWs.apiKey, query, query.includes("$n") ? { n: "ten" } : undefined);
+      expect(res.errors?.length, query).toBeGreaterThan(0);
+      for (const e of res.errors!) expect(e.extensions?.code, `${query}: ${e.message}`).toEqual(expect.any(String));
+    }
+  });
+
+  it("masks unexpected errors in production and keeps their details out of the answer", async () => {
+    vi.spyOn(prod.app.core.graph, "workspace").mockRejectedValueOnce(new Error("boom: internal detail"));
+    const res = await gql(prod, prodWs.apiKey, `{ viewer { id } }`);
+    expect(res.errors).toEqual([{ message: "Unexpected error.", locations: expect.any(Array), path: ["viewer"], extensions: { code: "INTERNAL_SERVER_ERROR" } }]);
+    expect(JSON.stringify(res)).not.toContain("internal detail");
+
+    vi.spyOn(dev.app.core.graph, "workspace").mockRejectedValueOnce(new Error("boom: internal detail"));
+    const devRes = await gql(dev, devWs.apiKey, `{ viewer { id } }`);
+    expect(devRes.errors![0]!.extensions).toMatchObject({ code: "INTERNAL_SERVER_ERROR", originalError: { message: "boom: internal detail" } });
+  });
+
+  it("answers a lost database as SERVICE_UNAVAILABLE", async () => {
+    const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+    vi.spyOn(dev.app.core.graph, "workspace").mockRejectedValueOnce(lost);
+    const res = await gql(dev, devWs.apiKey, `{ viewer { id } }`);
+    expect(res.errors).toEqual([expect.objectContaining({ message: expect.stringContaining("retry"), extensions: expect.objectContaining({ code: "SERVICE_UNAVAILABLE" }) })]);
+  });
+
+  it("hides field suggestions in production", async () => {
+    const res = await gql(prod, prodWs.apiKey, "{ viewr { id } }");
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.errors)).not.toContain("Did you mean");
+    const devRes = await gql(dev, devWs.apiKey, "{ viewr { id } }");
+    expect(JSON.stringify(devRes.errors)).toContain("Did you mean");
+  });
+});
+
+describe("introspection, GraphiQL and CSRF", () => {
+  it("allows introspection in development and refuses it in production", async () => {
+    const q = "{ __schema { queryType { name } } }";
+    const d = await gql(dev, devWs.apiKey, q);
+    expect(d.data).toEqual({ __schema: { queryType: { name: "Query" } } });
+    const p = await gql(prod, prodWs.apiKey, q);
+    expect(p.status).toBe(400);
+    expect(p.errors![0]!.message).toMatch(/introspection/i);
+  });
+
+  it("serves GraphiQL to a browser in development only", async () => {
+    const html = { accept: "text/html" };
+    const d = await dev.request("GET", "/graphql", { headers: html });
+    expect(d.status).toBe(200);
+    expect(d.headers.get("content-type")).toContain("text/html");
+    expect(d.text).toContain("GraphiQL");
+    const p = await prod.request("GET", "/graphql", { headers: html });
+    expect(p.text).not.toContain("GraphiQL");
+  });
+
+  it("refuses browser-simple requests that would skip the CORS preflight", async () => {
+    const form = await dev.request("POST", "/graphql", {
+      rawBody: "query=%7Bviewer%7Bid%7D%7D",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
+    expect(form.status).toBe(403);
+    expect(form.body.errors[0].message).toMatch(/CSRF/);
+    const get = await dev.request("GET", `/graphql?query=${encodeURIComponent("{viewer{id}}")}`);
+    expect(get.status).toBe(403);
+    const withKey = await dev.request("GET", `/graphql?query=${encodeURIComponent("{viewer{uuid}}")}`, { key: devWs.apiKey });
+    expect(withKey.status).toBe(200);
+    expect(withKey.body.data).toEqual({ viewer: { uuid: devWs.workspaceId } });
+  });
+
+  it("refuses a body over the size limit", async () => {
+    const small = await startTestApp({ PIPELINE_WORKER: "off", MAX_BODY_BYTES: "2048" });
+    try {
+      const ws = await small.workspace();
+      const res = await gql(small, ws.apiKey, `{ viewer { id } }`, { pad: "x".repeat(4096) });
+      expect(res.status).toBe(413);
+    } finally {
+      await small.close();
+    }
+  });
+});
