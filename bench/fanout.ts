@@ -16,8 +16,8 @@ import type { ParentMessage, SubscriberConfig, SubscriberMessage } from "./lib/s
  */
 const args = parseBenchArgs();
 const p = params(args, {
-  full: { ws: 10_000, sse: 1_000, wsProcesses: 2, batch: 100, timeoutSeconds: 60 },
-  small: { ws: 500, sse: 100, wsProcesses: 1, batch: 50, timeoutSeconds: 60 },
+  full: { ws: 10_000, sse: 1_000, wsProcesses: 2, batch: 100, timeoutSeconds: 60, idleSeconds: 20 },
+  small: { ws: 500, sse: 100, wsProcesses: 1, batch: 50, timeoutSeconds: 60, idleSeconds: 12 },
 });
 
 const SUBSCRIPTION = `subscription Watch($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`;
@@ -83,7 +83,7 @@ runMain(async () => {
   const report = new Report("fanout", args.scale, p);
   const rows: Cell[][] = [];
   for (const kind of args.dbs) {
-    await withServer(kind, { PIPELINE_WORKER: "off" }, async ({ server, client }) => {
+    await withServer(kind, { PIPELINE_WORKER: "off", BENCH_COUNT_SQL: "1" }, async ({ server, client }) => {
       const [deployment] = await seedDeployments(client, 1);
       const revisionId = deployment!.latest_revision_id;
       // The subscription takes the revision's global id.
@@ -117,7 +117,13 @@ runMain(async () => {
         const failed = readies.reduce((n, r) => n + r.failed, 0);
         if (failed > 0) throw new Error(`${failed} subscriptions failed: ${readies.find((r) => r.firstError)?.firstError}`);
 
+        // What the server does while nothing changes, with every subscriber listening.
+        const idle0 = await server.statements();
+        await new Promise((r) => setTimeout(r, p.idleSeconds * 1000));
+        const idlePerSecond = ((await server.statements()) - idle0) / p.idleSeconds;
+
         // The one change: everything after this instant is delivery.
+        const change0 = await server.statements();
         const t0 = performance.timeOrigin + performance.now();
         await client.expect(200, "POST", `/v2/deployments/${deployment!.id}/revisions/${revisionId}/interrupt`);
         const results = await Promise.all(
@@ -147,6 +153,11 @@ runMain(async () => {
             `p99 < 200 ms: ${fmt.verdict(p99 < 200 && missing === 0)}; heap < 10 KB: ${fmt.verdict(heapPer < 10 * 1024)}`,
           ]);
         }
+        const changeStatements = (await server.statements()) - change0;
+        report.note(
+          `${kind}: SQL statements while idle with ${p.ws + p.sse} subscribers: ${idlePerSecond.toFixed(1)}/s; ` +
+            `for the one change and its delivery to all: ${fmt.int(changeStatements)}`,
+        );
         const connectS = readies.map((r) => `${r.connected} in ${r.seconds.toFixed(1)} s`).join(", ");
         report.note(`${kind}: subscribed ${connectS}; server heap ${fmt.mb(heap0)} → ${fmt.mb(heap1)} (ws) → ${fmt.mb(heap2)} (sse)`);
       } finally {

@@ -47,15 +47,16 @@ runMain(async () => {
       const sizes = await sameData(client);
       const [rest, graph] = await compare(
         [
-          { name: `REST GET /v2/deployments?limit=${p.page}`, url: server.url, path: `/v2/deployments?limit=${p.page}` },
-          { name: `GraphQL deployments(first: ${p.page})`, url: server.url, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: p.page } } },
+          { name: `REST GET /v2/deployments?limit=${p.page}`, url: server.url, pid: server.pid, path: `/v2/deployments?limit=${p.page}` },
+          { name: `GraphQL deployments(first: ${p.page})`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: p.page } } },
         ],
         { connections: p.connections, durationS: p.duration, maxRequests: p.maxRequests, rounds: p.rounds },
       );
       const ratio = graph!.rps / rest!.rps;
       report.table(`${kind}: a page of ${p.page} of ${p.deployments} deployments`, RESULT_HEADERS, [resultRow(rest!), resultRow(graph!)]);
       report.note(
-        `${kind}: GraphQL / REST = ${fmt.ratio(ratio)} (target at least 0.80×: ${fmt.verdict(ratio >= 0.8)}); ` +
+        `${kind}: GraphQL / REST = ${fmt.ratio(ratio)} in requests/s (target at least 0.80×: ${fmt.verdict(ratio >= 0.8)}), ` +
+          `${fmt.ratio(rest!.cpuPerRequest / graph!.cpuPerRequest)} by server CPU per request; ` +
           `answer sizes: REST ${fmt.int(sizes.restBytes)} B, GraphQL ${fmt.int(sizes.graphBytes)} B`,
       );
     });

@@ -111,8 +111,8 @@ runMain(async () => {
       ];
       const [graph, rest] = await compare(
         [
-          { name: `GraphQL, ${page} deployments with revisions`, url: server.url, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: page } } },
-          { name: `REST, ${sequence.length} calls cycled`, url: server.url, sequence },
+          { name: `GraphQL, ${page} deployments with revisions`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: page } } },
+          { name: `REST, ${sequence.length} calls cycled`, url: server.url, pid: server.pid, sequence },
         ],
         { connections: p.connections, durationS: p.duration, maxRequests: p.maxRequests, rounds: p.rounds },
       );
@@ -120,7 +120,8 @@ runMain(async () => {
       report.table(`${kind}: throughput under load`, RESULT_HEADERS, [resultRow(graph!), resultRow(rest!)]);
       report.note(
         `${kind}: whole fetches per second: GraphQL ${graph!.rps.toFixed(1)}, REST ${restSequences.toFixed(1)} ` +
-          `(${rest!.rps.toFixed(0)} requests/s ÷ ${sequence.length}): GraphQL ${fmt.ratio(graph!.rps / restSequences)} (target: faster: ${fmt.verdict(graph!.rps > restSequences)})`,
+          `(${rest!.rps.toFixed(0)} requests/s ÷ ${sequence.length}): GraphQL ${fmt.ratio(graph!.rps / restSequences)} (target: faster: ${fmt.verdict(graph!.rps > restSequences)}); ` +
+          `server CPU per whole fetch: GraphQL ${fmt.ms(graph!.cpuPerRequest)}, REST ${fmt.ms(rest!.cpuPerRequest * sequence.length)}`,
       );
     });
   }

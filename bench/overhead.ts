@@ -28,19 +28,25 @@ runMain(async () => {
       try {
         const [rest, limit] = await compare(
           [
-            { name: `GET ${"/v2/deployments/{id}"}`, url: server.url, path },
-            { name: "bare node:http, same JSON", url: bare.url, path, anonymous: true },
+            { name: `GET ${"/v2/deployments/{id}"}`, url: server.url, pid: server.pid, path },
+            { name: "bare node:http, same JSON", url: bare.url, pid: bare.pid, path, anonymous: true },
           ],
           { connections: p.connections, durationS: p.duration, maxRequests: p.maxRequests, rounds: p.rounds },
         );
         const ratio = rest!.rps / limit!.rps;
         report.table(`${kind}: one deployment by id`, RESULT_HEADERS, [resultRow(rest!), resultRow(limit!)]);
-        report.note(`${kind}: service / bare = ${fmt.ratio(ratio)} (target at least 0.50×: ${fmt.verdict(ratio >= 0.5)})`);
+        report.note(
+          `${kind}: service / bare = ${fmt.ratio(ratio)} in requests/s (target at least 0.50×: ${fmt.verdict(ratio >= 0.5)}); ` +
+            `${fmt.ratio(limit!.cpuPerRequest / rest!.cpuPerRequest)} by server CPU per request`,
+        );
       } finally {
         await bare.stop();
       }
     });
   }
-  report.note("autocannon and both servers share this machine's cores; the bare handler sends pre-serialised bytes.");
+  report.note(
+    "autocannon and both servers share this machine's cores; the bare handler sends pre-serialised bytes. " +
+      "Server CPU per request is read from /proc: on PostgreSQL it leaves out the database's own processes.",
+  );
   report.finish(args.record);
 });

@@ -6,6 +6,7 @@ import { captureTail, freePort, ROOT, waitReady } from "./server.js";
 
 export interface BareServer {
   url: string;
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -39,5 +40,5 @@ export async function startBareServer(json: unknown): Promise<BareServer> {
     await stop();
     throw new Error(`bare server: ${err instanceof Error ? err.message : String(err)}\n${tail()}`);
   }
-  return { url, stop };
+  return { url, pid: child.pid!, stop };
 }

@@ -1,4 +1,5 @@
 import autocannon from "autocannon";
+import { cpuMs } from "./procs.js";
 import { API_KEY } from "./server.js";
 
 /** One kind of request (or a fixed sequence of requests, cycled per connection) to drive. */
@@ -13,6 +14,8 @@ export interface Target {
   sequence?: { method: "GET" | "POST"; path: string; body?: unknown }[];
   /** Send no API key (the bare handler). */
   anonymous?: boolean;
+  /** The serving process: its CPU time per request is reported (load on the machine barely moves it). */
+  pid?: number;
 }
 
 export interface LoadOptions {
@@ -40,6 +43,8 @@ export interface LoadResult {
   failures: number;
   /** What the failures were: "404×12, errors×3". */
   failureKinds: string;
+  /** The serving process's CPU time per request (ms), NaN without a pid. */
+  cpuPerRequest: number;
 }
 
 interface Round {
@@ -49,6 +54,7 @@ interface Round {
   p99: number;
   failures: number;
   kinds: Map<string, number>;
+  cpuMs: number;
 }
 
 async function round(target: Target, connections: number, durationS: number, maxRequests: number): Promise<Round> {
@@ -68,7 +74,9 @@ async function round(target: Target, connections: number, durationS: number, max
   } as autocannon.Options) as unknown as Promise<autocannon.Result> & { stop(): void }; // both, at run time
   // autocannon stops itself at the duration; this is the bound if it ever does not.
   const guard = setTimeout(() => instance.stop(), (durationS + 30) * 1000);
+  const cpu0 = target.pid ? cpuMs(target.pid) : NaN;
   const result = await instance;
+  const cpu = target.pid ? cpuMs(target.pid) - cpu0 : NaN;
   clearTimeout(guard);
   return {
     requests: result.requests.total,
@@ -77,6 +85,7 @@ async function round(target: Target, connections: number, durationS: number, max
     p99: result.latency.p99,
     failures: result.non2xx + result.errors + result.timeouts,
     kinds: failureKinds(result),
+    cpuMs: cpu,
   };
 }
 
@@ -117,6 +126,7 @@ function summarise(name: string, rounds: Round[]): LoadResult {
     p50: median(rounds.map((r) => r.p50)),
     p99: median(rounds.map((r) => r.p99)),
     failures: rounds.reduce((n, r) => n + r.failures, 0),
+    cpuPerRequest: rounds.reduce((n, r) => n + r.cpuMs, 0) / requests,
     failureKinds: [...mergeKinds(rounds)].map(([k, n]) => `${k}×${n}`).join(", "),
   };
 }

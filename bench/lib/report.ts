@@ -94,6 +94,7 @@ export const resultRow = (r: LoadResult): Cell[] => [
   fmt.ms(r.p50),
   fmt.ms(r.p99),
   fmt.int(r.requests),
+  Number.isFinite(r.cpuPerRequest) ? fmt.ms(r.cpuPerRequest) : "n/a",
   r.failures === 0 ? 0 : `${r.failures} (${r.failureKinds})`,
 ];
-export const RESULT_HEADERS = ["target", "requests/s", "per round", "p50", "p99", "requests", "failures"];
+export const RESULT_HEADERS = ["target", "requests/s", "per round", "p50", "p99", "requests", "server CPU per request", "failures"];

@@ -28,6 +28,9 @@ export interface BenchServer {
   cpuMs(): Promise<number>;
   /** SQL statements the server has sent so far; needs BENCH_COUNT_SQL=1. */
   statements(): Promise<number>;
+  /** Starts V8's CPU profiler in the server; profileStop returns the .cpuprofile JSON. */
+  profileStart(): Promise<void>;
+  profileStop(): Promise<string>;
   /** SIGTERM, then SIGKILL after 15 s; resolves when the process has exited. */
   stop(): Promise<void>;
   /** The last lines the server wrote, for error reports. */
@@ -108,7 +111,8 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
         if (reply.id !== id) return;
         clearTimeout(timer);
         child.off("message", onMessage);
-        resolve(reply as Extract<ProbeReply, { kind: K }>);
+        if (reply.kind === "error") reject(new Error(`probe ${kind}: ${reply.message}`));
+        else resolve(reply as Extract<ProbeReply, { kind: K }>);
       };
       child.on("message", onMessage);
       child.send({ id, kind } satisfies ProbeRequest);
@@ -120,6 +124,10 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     readyMs,
     memory: async () => (await ask("memory")).memory,
     statements: async () => (await ask("statements")).count,
+    profileStart: async () => {
+      await ask("profile-start");
+    },
+    profileStop: async () => (await ask("profile-stop")).profile,
     cpuMs: async () => {
       const { usage } = await ask("cpu");
       return (usage.user + usage.system) / 1000;
