@@ -86,14 +86,15 @@ describe("X-Api-Key", () => {
   });
 
   it("missing or unknown credentials are 401 with a detail", async () => {
-    for (const headers of [
+    const cases: Record<string, string>[] = [
       {},
       { "x-api-key": "dcp_not-a-real-key" },
       { "x-api-key": "" },
       { "X-Tenant-Id": bound.workspaceId },
       { authorization: `Basic ${Buffer.from("a:b").toString("base64")}` },
       { authorization: "Bearer" },
-    ]) {
+    ];
+    for (const headers of cases) {
       const res = await list(headers);
       expect(res.status, JSON.stringify(headers)).toBe(401);
       expect(res.body).toEqual({ detail: expect.any(String) });

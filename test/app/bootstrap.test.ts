@@ -1,0 +1,195 @@
+import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { promisify } from "node:util";
+import { afterAll, describe, expect, it } from "vitest";
+import { type App, buildApp } from "../../src/app.js";
+import { ConfigError, loadConfig } from "../../src/config.js";
+import { createLogger } from "../../src/logger.js";
+import { createTestDatabase, request, TEST_SECRETS_KEY } from "../support/app.js";
+
+/**
+ * A database that outlives an app, so that a second build is a restart: a database of its own on
+ * PostgreSQL, or on PGlite the embedded default, a data directory on disk.
+ */
+const dataDirs: string[] = [];
+afterAll(() => {
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+async function persistentDatabase(): Promise<Record<string, string | undefined>> {
+  const dataDir = mkdtempSync(join(tmpdir(), "dcp-boot-"));
+  dataDirs.push(dataDir);
+  const db = await createTestDatabase();
+  return { DATA_DIR: dataDir, DATABASE_URL: "url" in db ? db.url : undefined };
+}
+
+interface Booted {
+  app: App;
+  /** Start-up's log lines, parsed. */
+  lines: Record<string, unknown>[];
+  get(key: string): ReturnType<typeof request>;
+}
+
+/** Builds the app as main.ts does, with a logger whose JSON lines are kept. */
+async function boot(database: Record<string, string | undefined>, env: Record<string, string> = {}): Promise<Booted> {
+  const lines: Record<string, unknown>[] = [];
+  const sink = new Writable({
+    write(chunk, _encoding, done) {
+      for (const line of String(chunk).split("\n").filter(Boolean)) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  const config = loadConfig({ SECRETS_KEY: TEST_SECRETS_KEY, PIPELINE_STEP_MS: "20", LOG_LEVEL: "info", ...database, ...env });
+  const app = await buildApp(config, { logger: createLogger("info", sink) });
+  return { app, lines, get: (key) => request(app, "GET", "/v2/listeners", { key }) };
+}
+
+const counts = async (app: App) => ({
+  organizations: await app.db.prisma.organization.count(),
+  workspaces: await app.db.prisma.workspace.count(),
+  keys: await app.db.prisma.apiKey.count(),
+});
+
+const addListener = (app: App, key: string, computeId: string) =>
+  request(app, "POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: computeId, version: "1" } });
+const computeIds = (res: { body: { resources: { compute_id: string }[] } }) => res.body.resources.map((l) => l.compute_id);
+
+describe("bootstrap", () => {
+  it("BOOTSTRAP_API_KEY alone makes a workspace with that key, once across restarts", async () => {
+    const key = `boot-${randomUUID()}`;
+    const db = await persistentDatabase();
+    const first = await boot(db, { BOOTSTRAP_API_KEY: key });
+    expect((await first.get(key)).status).toBe(200);
+    await addListener(first.app, key, "kept");
+    expect(await counts(first.app)).toEqual({ organizations: 1, workspaces: 1, keys: 1 });
+    // The key is provisioned, never printed: the operator already has it.
+    expect(JSON.stringify(first.lines)).not.toContain(key);
+    await first.app.stop();
+
+    const second = await boot(db, { BOOTSTRAP_API_KEY: key });
+    try {
+      expect(await counts(second.app)).toEqual({ organizations: 1, workspaces: 1, keys: 1 });
+      expect(computeIds(await second.get(key))).toEqual(["kept"]);
+    } finally {
+      await second.app.stop();
+    }
+  });
+
+  it("BOOTSTRAP_TENANT_ID names the workspace; a second key for it joins the same workspace", async () => {
+    const tenant = randomUUID();
+    const key1 = `boot-${randomUUID()}`;
+    const key2 = `boot-${randomUUID()}`;
+    const db = await persistentDatabase();
+    const first = await boot(db, { BOOTSTRAP_API_KEY: key1, BOOTSTRAP_TENANT_ID: tenant.toUpperCase() });
+    expect((await first.app.db.prisma.apiKey.findFirstOrThrow()).workspaceId).toBe(tenant);
+    await addListener(first.app, key1, "shared");
+    expect((await request(first.app, "GET", "/v2/listeners", { key: key1, headers: { "X-Tenant-Id": tenant } })).status).toBe(200);
+    await first.app.stop();
+
+    const again = await boot(db, { BOOTSTRAP_API_KEY: key1, BOOTSTRAP_TENANT_ID: tenant });
+    expect(await counts(again.app)).toEqual({ organizations: 1, workspaces: 1, keys: 1 });
+    await again.app.stop();
+
+    const second = await boot(db, { BOOTSTRAP_API_KEY: key2, BOOTSTRAP_TENANT_ID: tenant });
+    try {
+      expect(await counts(second.app)).toEqual({ organizations: 1, workspaces: 1, keys: 2 });
+      for (const key of [key1, key2]) expect(computeIds(await second.get(key)), key).toEqual(["shared"]);
+    } finally {
+      await second.app.stop();
+    }
+  });
+
+  it("refuses to start when BOOTSTRAP_API_KEY already belongs to another workspace than BOOTSTRAP_TENANT_ID", async () => {
+    const key = `boot-${randomUUID()}`;
+    const db = await persistentDatabase();
+    const first = await boot(db, { BOOTSTRAP_API_KEY: key, BOOTSTRAP_TENANT_ID: randomUUID() });
+    await first.app.stop();
+    await expect(boot(db, { BOOTSTRAP_API_KEY: key, BOOTSTRAP_TENANT_ID: randomUUID() })).rejects.toThrow(/another workspace/);
+  });
+
+  it("with neither set and no key in the database, creates a workspace and a key and logs the key once", async () => {
+    const db = await persistentDatabase();
+    const first = await boot(db);
+    const created = first.lines.filter((l) => l.api_key !== undefined);
+    expect(created).toEqual([
+      expect.objectContaining({ level: 30, workspace_id: expect.any(String), msg: expect.stringContaining("not shown again") }),
+    ]);
+    const key = created[0]!.api_key as string;
+    expect((await first.get(key)).status).toBe(200);
+    await first.app.stop();
+
+    const second = await boot(db);
+    try {
+      expect(second.lines.some((l) => l.api_key !== undefined)).toBe(false);
+      expect(await counts(second.app)).toEqual({ organizations: 1, workspaces: 1, keys: 1 });
+      expect((await second.get(key)).status).toBe(200);
+    } finally {
+      await second.app.stop();
+    }
+  });
+});
+
+describe("loadConfig", () => {
+  it("has embedded defaults", () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8080,
+      host: "127.0.0.1",
+      database: { kind: "pglite", dataDir: "./.data/pglite" },
+      dataDir: "./.data",
+      bootstrap: {},
+      logLevel: "info",
+      production: false,
+    });
+    expect(config.pipeline.stepMs).toBeGreaterThan(0);
+  });
+
+  it("reads DATABASE_URL as memory://, postgres:// or postgresql://", () => {
+    expect(loadConfig({ DATABASE_URL: "memory://" }).database).toEqual({ kind: "pglite", dataDir: null });
+    expect(loadConfig({ DATABASE_URL: "postgres://u@h:5432/d" }).database).toEqual({ kind: "postgres", url: "postgres://u@h:5432/d" });
+    expect(loadConfig({ DATABASE_URL: "postgresql://h/d" }).database).toEqual({ kind: "postgres", url: "postgresql://h/d" });
+    expect(loadConfig({ DATA_DIR: "/var/dcp" }).database).toEqual({ kind: "pglite", dataDir: "/var/dcp/pglite" });
+  });
+
+  it("names every bad setting at once", () => {
+    const bad = {
+      PORT: "http",
+      HOST: "",
+      DATABASE_URL: "mysql://localhost/db",
+      BOOTSTRAP_API_KEY: "short",
+      BOOTSTRAP_TENANT_ID: "acme",
+      JWT_SECRET: "tiny",
+      SECRETS_KEY: "not-base64",
+      PIPELINE_STEP_MS: "-5",
+      PIPELINE_WORKER: "maybe",
+      LOG_LEVEL: "loud",
+      NODE_ENV: "staging",
+    };
+    try {
+      loadConfig(bad);
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const problems = (err as ConfigError).problems;
+      expect(problems.map((p) => p.split(":")[0]).sort()).toEqual(Object.keys(bad).sort());
+      expect((err as Error).message).toContain("DATABASE_URL: must be memory:// or a postgres:// URL");
+      expect((err as Error).message).toContain("BOOTSTRAP_API_KEY: must be at least 16 characters");
+      expect((err as Error).message).toContain("SECRETS_KEY: must be 32 bytes, base64-encoded");
+    }
+    expect(() => loadConfig({ PORT: "70000" })).toThrow(/PORT/);
+    expect(() => loadConfig({ BOOTSTRAP_TENANT_ID: randomUUID() })).toThrow(/BOOTSTRAP_TENANT_ID: requires BOOTSTRAP_API_KEY/);
+  });
+
+  it("npm start refuses a bad setting with the message on stderr and exit code 2", async () => {
+    const run = promisify(execFile);
+    const err = await run(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      env: { ...process.env, PORT: "eighty", LOG_LEVEL: "loud", DATABASE_URL: "memory://" },
+    }).catch((e: { code: number; stderr: string }) => e);
+    expect(err).toMatchObject({ code: 2 });
+    expect((err as { stderr: string }).stderr).toMatch(/Invalid configuration:\n {2}- PORT: .+\n {2}- LOG_LEVEL: /);
+  });
+});
