@@ -1,0 +1,216 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
+import { subscribeSse, subscribeWs, until, wsClient } from "./live.js";
+import { createDeployment, gqlOk } from "./support.js";
+
+const FULL_RUN = ["CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"];
+
+const REVISION_STATUS = /* GraphQL */ `
+  subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status previousStatus message at revision { id status events { to } } } }`;
+const DEPLOYMENT_STATUS = /* GraphQL */ `
+  subscription($id: ID!) { deploymentStatusChanged(deploymentId: $id) { deploymentId status deployment { id status activeRevision { id } } } }`;
+const DEPLOYMENT_REVISIONS = /* GraphQL */ `
+  subscription($id: ID!) { deploymentRevisionsChanged(deploymentId: $id) { kind revision { id status } deployment { id } } }`;
+
+let t: TestApp;
+let url: string;
+let ws: NewWorkspace;
+
+// The real pipeline drives the statuses: it is paused while a test subscribes, then let go.
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_STEP_MS: "25", RATE_LIMIT_PER_MINUTE: "0" });
+  url = await t.app.start();
+  ws = await t.workspace();
+});
+afterAll(() => t.close());
+
+const statuses = (messages: { data?: any }[]) => messages.map((m) => m.data?.revisionStatusChanged?.status);
+
+describe("revisionStatusChanged", () => {
+  it("over graphql-ws: the current status, then every status to DEPLOYED, then completes", async () => {
+    await t.app.worker!.stop();
+    const d = await createDeployment(t, ws.apiKey);
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const revision = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
+      const deployment = subscribeWs(client, DEPLOYMENT_STATUS, { id: d.id });
+      await until(() => revision.messages.length === 1 && deployment.messages.length === 1, "the current statuses");
+      expect(revision.messages[0]!.data.revisionStatusChanged).toMatchObject({ status: "CREATING", previousStatus: null, revision: { id: d.revisionId } });
+      expect(deployment.messages[0]!.data.deploymentStatusChanged).toEqual({
+        deploymentId: d.id,
+        status: "AWAITING_DATABASE",
+        deployment: { id: d.id, status: "AWAITING_DATABASE", activeRevision: null },
+      });
+
+      t.app.worker!.start();
+      await revision.done;
+      expect(statuses(revision.messages)).toEqual(FULL_RUN);
+      const last = revision.messages.at(-1)!.data.revisionStatusChanged;
+      expect(last).toMatchObject({ status: "DEPLOYED", previousStatus: "DEPLOYING", revision: { status: "DEPLOYED" } });
+      // Each message shows the revision as it was read for that message, not a stale copy.
+      expect(last.revision.events.map((e: { to: string }) => e.to)).toEqual(FULL_RUN);
+      for (const [i, m] of revision.messages.entries()) {
+        if (i > 0) expect(m.data.revisionStatusChanged.previousStatus).toBe(FULL_RUN[i - 1]);
+      }
+
+      await until(() => deployment.messages.length === 2, "the deployment becoming READY");
+      expect(deployment.messages[1]!.data.deploymentStatusChanged).toEqual({
+        deploymentId: d.id,
+        status: "READY",
+        deployment: { id: d.id, status: "READY", activeRevision: { id: d.revisionId } },
+      });
+      deployment.dispose();
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it("over SSE: the same statuses in the same order", async () => {
+    await t.app.worker!.stop();
+    const d = await createDeployment(t, ws.apiKey);
+    const sse = subscribeSse(t, ws.apiKey, REVISION_STATUS, { id: d.revisionId });
+    await until(() => sse.messages.length === 1, "the current status over SSE");
+    t.app.worker!.start();
+    await sse.done;
+    expect(sse.status()).toBe(200);
+    expect(statuses(sse.messages)).toEqual(FULL_RUN);
+  });
+
+  it("starts from the current status of a revision already under way, and completes at once on a finished one", async () => {
+    await t.app.worker!.stop();
+    const d = await createDeployment(t, ws.apiKey);
+    t.app.worker!.start();
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const sub = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
+      await sub.done;
+      const seen = statuses(sub.messages);
+      expect(seen.at(-1)).toBe("DEPLOYED");
+      // A suffix of the run, in order, with nothing repeated.
+      expect(FULL_RUN.slice(FULL_RUN.indexOf(seen[0]!))).toEqual(seen);
+
+      const again = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
+      await again.done;
+      expect(statuses(again.messages)).toEqual(["DEPLOYED"]);
+    } finally {
+      await client.dispose();
+    }
+  });
+});
+
+describe("deploymentRevisionsChanged", () => {
+  it("tells of each new revision and each status change of the deployment's revisions", async () => {
+    await t.app.worker!.stop();
+    const d = await createDeployment(t, ws.apiKey);
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const sub = subscribeWs(client, DEPLOYMENT_REVISIONS, { id: d.id });
+      // Nothing is sent until something changes; give the subscription a moment to be in place.
+      await new Promise((r) => setTimeout(r, 200));
+      const created = await gqlOk(t, ws.apiKey, `mutation($d: ID!) { revisionCreate(deploymentId: $d, input: {}) { revision { id } } }`, { d: d.id });
+      const second = created.revisionCreate.revision.id as string;
+      t.app.worker!.start();
+      const changes = () => sub.messages.map((m) => m.data.deploymentRevisionsChanged);
+      await until(() => changes().some((c) => c.revision.id === second && c.revision.status === "DEPLOYED"), "the second revision deployed");
+      sub.dispose();
+      const all = changes();
+      expect(all[0]).toEqual({ kind: "CREATED", revision: { id: second, status: expect.any(String) }, deployment: { id: d.id } });
+      // The first revision was superseded before it started: it is SKIPPED, and that is told too.
+      expect(all).toContainEqual({ kind: "STATUS_CHANGED", revision: { id: d.revisionId, status: "SKIPPED" }, deployment: { id: d.id } });
+      expect(all.filter((c) => c.revision.id === second && c.kind === "STATUS_CHANGED").length).toBeGreaterThanOrEqual(FULL_RUN.length - 2);
+    } finally {
+      await client.dispose();
+    }
+  });
+});
+
+describe("authentication and tenancy", () => {
+  it("closes a graphql-ws connection without valid credentials (4401) or with another workspace's tenant id (4403)", async () => {
+    for (const [key, params, code] of [
+      [null, {}, 4401],
+      ["dcp_wrong-key", {}, 4401],
+      [ws.apiKey, { "X-Tenant-Id": "00000000-0000-4000-8000-000000000000" }, 4403],
+    ] as const) {
+      const client = wsClient(url, key, params);
+      try {
+        const sub = subscribeWs(client, `subscription { revisionStatusChanged(revisionId: "x") { status } }`, {});
+        const error = await sub.done.then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect((error as { code?: number }).code, JSON.stringify(params)).toBe(code);
+      } finally {
+        await client.dispose();
+      }
+    }
+  });
+
+  it("does not let a workspace subscribe to another's revision or deployment, over graphql-ws or SSE", async () => {
+    await t.app.worker!.stop();
+    const d = await createDeployment(t, ws.apiKey);
+    t.app.worker!.start();
+    const intruder = await t.workspace();
+    const client = wsClient(url, intruder.apiKey);
+    try {
+      for (const [query, id] of [
+        [REVISION_STATUS, d.revisionId],
+        [DEPLOYMENT_STATUS, d.id],
+        [DEPLOYMENT_REVISIONS, d.id],
+      ] as const) {
+        const sub = subscribeWs(client, query, { id });
+        await sub.done;
+        // The subscription ends with one result carrying the error: nothing of the object is shown.
+        expect(sub.messages).toEqual([
+          { errors: [expect.objectContaining({ message: expect.stringContaining("not found"), extensions: { code: "NOT_FOUND" } })] },
+        ]);
+      }
+    } finally {
+      await client.dispose();
+    }
+    const sse = subscribeSse(t, intruder.apiKey, REVISION_STATUS, { id: d.revisionId });
+    await sse.done;
+    expect(sse.messages).toEqual([expect.objectContaining({ errors: [expect.objectContaining({ extensions: { code: "NOT_FOUND" } })] })]);
+  });
+});
+
+describe("across replicas", () => {
+  const postgres = inject("pgTemplate") !== null;
+
+  it.skipIf(!postgres)("sees every status of a revision that another instance's pipeline carries out", async () => {
+    const database = await createTestDatabase();
+    // Instance A serves the subscription and runs no pipeline; instance B runs the pipeline.
+    const a = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" }, database);
+    const b = await startTestApp({ PIPELINE_WORKER: "off", PIPELINE_STEP_MS: "25" }, database);
+    try {
+      const tenant = await a.workspace();
+      const d = await createDeployment(a, tenant.apiKey);
+      const aUrl = await a.app.start();
+      const client = wsClient(aUrl, tenant.apiKey);
+      const sse = subscribeSse(a, tenant.apiKey, REVISION_STATUS, { id: d.revisionId });
+      try {
+        const sub = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
+        await until(() => sub.messages.length === 1 && sse.messages.length === 1, "the current status on instance A");
+        // B's worker is the only one: every change is made on B and reaches A through LISTEN/NOTIFY.
+        const worker = new (await import("../../src/pipeline/worker.js")).PipelineWorker(
+          b.app.core.deps,
+          new (await import("../../src/pipeline/runtimes/simulator.js")).SimulatorRuntime(25),
+          b.app.logger,
+        );
+        worker.start();
+        try {
+          await Promise.all([sub.done, sse.done]);
+        } finally {
+          await worker.stop();
+        }
+        expect(statuses(sub.messages)).toEqual(FULL_RUN);
+        expect(statuses(sse.messages)).toEqual(FULL_RUN);
+      } finally {
+        await client.dispose();
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
