@@ -6,7 +6,7 @@
  */
 import { Session } from "node:inspector/promises";
 
-export type ProbeRequest = { id: number; kind: "memory" | "statements" | "cpu" | "profile-start" | "profile-stop" };
+export type ProbeRequest = { id: number; kind: "memory" | "statements" | "cpu" | "profile-start" | "profile-stop" | "recent"; since?: number };
 export type ProbeReply =
   | { id: number; kind: "memory"; memory: NodeJS.MemoryUsage }
   | { id: number; kind: "statements"; count: number }
@@ -14,6 +14,8 @@ export type ProbeReply =
   | { id: number; kind: "profile-start" }
   /** A V8 CPU profile (.cpuprofile JSON) of the time since profile-start. */
   | { id: number; kind: "profile-stop"; profile: string }
+  /** The SQL Prisma sent since the statement count was `since`. */
+  | { id: number; kind: "recent"; statements: { sql: string; params: string }[] }
   | { id: number; kind: "error"; message: string };
 
 const send = process.send?.bind(process);
@@ -53,6 +55,7 @@ async function answer(request: ProbeRequest): Promise<ProbeReply> {
     return { id: request.id, kind: "memory", memory: process.memoryUsage() };
   }
   if (request.kind === "cpu") return { id: request.id, kind: "cpu", usage: process.cpuUsage() };
-  const { statementCount } = await import("../../src/db/statement-counter.js");
-  return { id: request.id, kind: "statements", count: statementCount() };
+  const counter = await import("../../src/db/statement-counter.js");
+  if (request.kind === "recent") return { id: request.id, kind: "recent", statements: counter.statementsSince(request.since ?? 0) };
+  return { id: request.id, kind: "statements", count: counter.statementCount() };
 }

@@ -28,6 +28,8 @@ export interface BenchServer {
   cpuMs(): Promise<number>;
   /** SQL statements the server has sent so far; needs BENCH_COUNT_SQL=1. */
   statements(): Promise<number>;
+  /** The SQL (and Prisma's parameters as JSON) sent since statements() was `since`. */
+  recentStatements(since: number): Promise<{ sql: string; params: string }[]>;
   /** Starts V8's CPU profiler in the server; profileStop returns the .cpuprofile JSON. */
   profileStart(): Promise<void>;
   profileStop(): Promise<string>;
@@ -103,7 +105,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
   const readyMs = performance.now() - started;
 
   let nextId = 1;
-  const ask = <K extends ProbeRequest["kind"]>(kind: K) =>
+  const ask = <K extends ProbeRequest["kind"]>(kind: K, since?: number) =>
     new Promise<Extract<ProbeReply, { kind: K }>>((resolve, reject) => {
       const id = nextId++;
       const timer = setTimeout(() => reject(new Error(`probe ${kind}: no answer in 30 s`)), 30_000);
@@ -115,7 +117,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
         else resolve(reply as Extract<ProbeReply, { kind: K }>);
       };
       child.on("message", onMessage);
-      child.send({ id, kind } satisfies ProbeRequest);
+      child.send({ id, kind, since } satisfies ProbeRequest);
     });
 
   return {
@@ -124,6 +126,7 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
     readyMs,
     memory: async () => (await ask("memory")).memory,
     statements: async () => (await ask("statements")).count,
+    recentStatements: async (since) => (await ask("recent", since)).statements,
     profileStart: async () => {
       await ask("profile-start");
     },

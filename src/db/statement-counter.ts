@@ -12,6 +12,16 @@ export const countingStatements = process.env.BENCH_COUNT_SQL === "1";
 
 let statements = 0;
 
+export interface RecordedStatement {
+  sql: string;
+  /** Prisma's parameters, as the JSON text its query event carries. */
+  params: string;
+}
+
+/** The most recent statements, for benchmarks that EXPLAIN what a request ran. */
+const recent: RecordedStatement[] = [];
+const RECENT = 200;
+
 /** Spread into PrismaClient's options: asks Prisma for query events, only when counting. */
 export const statementLogOptions: { log?: [{ emit: "event"; level: "query" }] } = countingStatements
   ? { log: [{ emit: "event", level: "query" }] }
@@ -20,8 +30,10 @@ export const statementLogOptions: { log?: [{ emit: "event"; level: "query" }] } 
 /** Counts the statements of a client built with statementLogOptions; returns the client. */
 export function countStatements<P extends PrismaClient>(prisma: P): P {
   if (countingStatements) {
-    (prisma as unknown as PrismaClient<"query">).$on("query", () => {
+    (prisma as unknown as PrismaClient<"query">).$on("query", (event) => {
       statements += 1;
+      recent.push({ sql: event.query, params: event.params });
+      if (recent.length > RECENT) recent.splice(0, recent.length - RECENT);
     });
   }
   return prisma;
@@ -30,4 +42,9 @@ export function countStatements<P extends PrismaClient>(prisma: P): P {
 /** Statements counted so far in this process (0 when counting is off). */
 export function statementCount(): number {
   return statements;
+}
+
+/** The statements counted since the count was `since` (at most the last 200). */
+export function statementsSince(since: number): RecordedStatement[] {
+  return recent.slice(Math.max(0, recent.length - (statements - since)));
 }
