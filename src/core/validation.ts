@@ -9,8 +9,33 @@ export type Location = "body" | "query" | "path";
  */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, location: Location): z.output<S> {
   const result = schema.safeParse(input, { reportInput: true });
-  if (result.success) return result.data;
-  throw invalid(result.error.issues.map((issue) => toFastApiIssue(withSentInput(issue, input), location)));
+  if (!result.success) {
+    throw invalid(result.error.issues.map((issue) => toFastApiIssue(withSentInput(issue, input), location)));
+  }
+  const nul = nulIssues(result.data, [location]);
+  if (nul.length > 0) throw invalid(nul);
+  return result.data;
+}
+
+/**
+ * PostgreSQL text cannot hold U+0000: a string carrying it would fail at the database as a 500. Only
+ * the parsed value is searched, so unknown (ignored) fields may hold anything; the value is not
+ * echoed, as it may be a secret.
+ */
+function nulIssues(value: unknown, loc: (string | number)[]): ValidationIssue[] {
+  if (typeof value === "string") {
+    return value.includes("\u0000")
+      ? [{ loc, type: "value_error", msg: "Value error, must not contain NUL (\\u0000) characters" }]
+      : [];
+  }
+  if (Array.isArray(value)) return value.flatMap((v, i) => nulIssues(v, [...loc, i]));
+  if (typeof value === "object" && value !== null && Object.getPrototypeOf(value) === Object.prototype) {
+    return Object.entries(value).flatMap(([k, v]) => [
+      ...(k.includes("\u0000") ? [{ loc: [...loc, k], type: "value_error", msg: "Value error, keys must not contain NUL (\\u0000) characters" }] : []),
+      ...nulIssues(v, [...loc, k]),
+    ]);
+  }
+  return [];
 }
 
 /** Coercion reports what it made (NaN from `limit=abc`); a client is shown what it sent. */

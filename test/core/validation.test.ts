@@ -66,6 +66,24 @@ describe("parseInput", () => {
   });
 });
 
+describe("NUL characters, which PostgreSQL text cannot hold", () => {
+  it("are refused wherever they are in the parsed value, without echoing it, and ignored in unknown fields", () => {
+    const schema = z.object({ name: z.string(), labels: z.record(z.string(), z.string()), list: z.array(z.string()) });
+    try {
+      parseInput(schema, { name: "a\u0000b", labels: { ok: "x\u0000", "k\u0000": "v" }, list: ["fine", "\u0000"], extra: "\u0000" }, "body");
+      expect.unreachable();
+    } catch (err) {
+      expect((err as CoreError).issues).toEqual([
+        { loc: ["body", "name"], type: "value_error", msg: "Value error, must not contain NUL (\\u0000) characters" },
+        { loc: ["body", "labels", "ok"], type: "value_error", msg: expect.stringContaining("NUL") },
+        { loc: ["body", "labels", "k\u0000"], type: "value_error", msg: "Value error, keys must not contain NUL (\\u0000) characters" },
+        { loc: ["body", "list", 1], type: "value_error", msg: expect.stringContaining("NUL") },
+      ]);
+    }
+    expect(parseInput(schema, { name: "a", labels: {}, list: [], extra: "\u0000" }, "body")).toEqual({ name: "a", labels: {}, list: [] });
+  });
+});
+
 describe("zod issue -> FastAPI issue", () => {
   it.each([
     [z.string(), 5, "string_type", "Input should be a valid string"],

@@ -115,6 +115,8 @@ describe("code-hosting installations", () => {
       ["installation_id", 2 ** 31, "less_than_equal"],
       ["name", "", "string_too_short"],
       ["settings_url", "javascript:alert(1)", "value_error"],
+      // PostgreSQL text cannot hold NUL: a 422, not a 500 from the database.
+      ["name", "a\u0000b", "value_error"],
     ] as const) {
       const bad = await register(mine.apiKey, { installation_id: 5, name: "x", [field]: value });
       expect(bad.status, `${field}=${value}`).toBe(422);
