@@ -58,7 +58,8 @@ const addListener = (app: App, key: string, computeId: string) =>
   request(app, "POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: computeId, version: "1" } });
 const computeIds = (res: { body: { resources: { compute_id: string }[] } }) => res.body.resources.map((l) => l.compute_id);
 
-describe("bootstrap", () => {
+// Each case starts the app two or three times on a persistent database (on PGlite: from initdb).
+describe("bootstrap", { timeout: 120_000 }, () => {
   it("BOOTSTRAP_API_KEY alone makes a workspace with that key, once across restarts", async () => {
     const key = `boot-${randomUUID()}`;
     const db = await persistentDatabase();
