@@ -67,6 +67,7 @@ class Wakeup {
     this.wake?.();
   };
 
+  /** Returns at once if rung since the last wait; a ring during the caller's step is never lost. */
   async wait(): Promise<void> {
     if (this.dirty) {
       this.dirty = false;
@@ -81,7 +82,6 @@ class Wakeup {
       };
     });
     this.wake = null;
-    this.dirty = false;
   }
 }
 

@@ -2,6 +2,7 @@ import type { DeploymentWithRevision } from "../../core/deployments.js";
 import { revisionSourceRevisionConfig } from "../../core/revisions.js";
 import { maskedSecrets, readSecretReferences } from "../../core/schemas/secrets.js";
 import { deploymentSourceConfig, emptySourceRevisionConfig } from "../../core/schemas/source-config.js";
+import type { DeploymentStatus, Source } from "../../core/schemas/source.js";
 import type { Deployment } from "../../generated/prisma/client.js";
 import type { RevisionStatus } from "../../pipeline/machine.js";
 import { builder } from "../builder.js";
@@ -16,7 +17,6 @@ import {
   DeploymentTypeEnum,
   RevisionSourceEnum,
   RevisionStatusEnum,
-  type SOURCES,
   SourceEnum,
 } from "./enums.js";
 import { DeploymentRef, InstallationRef, ListenerRef, RevisionRef } from "./refs.js";
@@ -33,8 +33,6 @@ import {
   SourceRevisionConfigRef,
 } from "./source-config.js";
 
-type DeploymentStatus = "AWAITING_DATABASE" | "READY" | "UNUSED" | "AWAITING_DELETE" | "UNKNOWN";
-
 /** Loads a revision the deployment points at; the loader batches these across a whole page. */
 const revisionAt = (ctx: GraphQLContext, id: string | null) => (id ? ctx.loaders.revision.load(id) : null);
 
@@ -48,7 +46,7 @@ builder.node(DeploymentRef, {
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
     name: t.exposeString("name"),
     displayName: t.exposeString("displayName"),
-    source: t.field({ type: SourceEnum, resolve: (d) => d.source as (typeof SOURCES)[number] }),
+    source: t.field({ type: SourceEnum, resolve: (d) => d.source as Source }),
     sourceConfig: t.field({ type: SourceConfigRef, resolve: (d) => ({ ...deploymentSourceConfig(d) }) }),
     sourceRevisionConfig: t.field({
       type: SourceRevisionConfigRef,
@@ -223,6 +221,7 @@ builder.mutationFields((t) => ({
   }),
   deploymentUpdate: t.field({
     type: payload("DeploymentUpdatePayload"),
+    description: "Changes a deployment; see DeploymentUpdateInput for when this creates a revision (then latestRevision is the new one).",
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: DeploymentUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
       mutate(async () => loaded(ctx, await ctx.core.deployments.update(ctx.tenant, requireId(id, "Deployment"), toRestBody(input)))),

@@ -99,17 +99,20 @@ const listenerId = (globalId: string) => requireId(globalId, "Listener");
 builder.mutationFields((t) => ({
   listenerCreate: t.field({
     type: ListenerCreatePayload,
+    description: "Registers a listener; its computeId must be unique in the workspace.",
     args: { input: t.arg({ type: ListenerCreateInput, required: true }) },
     resolve: (_root, { input }, ctx) => mutate(async () => ({ listener: await ctx.core.listeners.create(ctx.tenant, toRestBody(input)) })),
   }),
   listenerUpdate: t.field({
     type: ListenerUpdatePayload,
+    description: "Changes a listener's version or compute config.",
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: ListenerUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
       mutate(async () => ({ listener: await ctx.core.listeners.update(ctx.tenant, listenerId(id), toRestBody(input)) })),
   }),
   listenerDelete: t.field({
     type: ListenerDeletePayload,
+    description: "Removes a listener.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) =>
       mutate(async () => {

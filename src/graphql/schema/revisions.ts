@@ -3,13 +3,14 @@ import type { Deployment, Revision, RevisionEvent } from "../../generated/prisma
 import { revisionSourceRevisionConfig } from "../../core/revisions.js";
 import { readSecretReferences, readStoredSecrets } from "../../core/schemas/secrets.js";
 import { readSourceConfig } from "../../core/schemas/source-config.js";
+import type { Source } from "../../core/schemas/source.js";
 import type { RevisionStatus } from "../../pipeline/machine.js";
 import { builder } from "../builder.js";
 import type { GraphQLContext } from "../context.js";
 import { mutate, type UserError, UserErrorType } from "../errors.js";
 import { toRestBody } from "../input-names.js";
 import { registerNode, requireId } from "../nodes.js";
-import { RevisionSourceEnum, RevisionStatusEnum, type SOURCES, SourceEnum } from "./enums.js";
+import { RevisionSourceEnum, RevisionStatusEnum, SourceEnum } from "./enums.js";
 import { DeploymentRef, RevisionRef } from "./refs.js";
 import {
   SecretInput,
@@ -41,7 +42,7 @@ builder.node(RevisionRef, {
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
     status: t.field({ type: RevisionStatusEnum, resolve: (r) => r.status as RevisionStatus }),
     statusMessage: t.exposeString("statusMessage", { description: "Why the revision is in its status, e.g. why a build failed." }),
-    source: t.field({ type: SourceEnum, resolve: (r) => r.source as (typeof SOURCES)[number] }),
+    source: t.field({ type: SourceEnum, resolve: (r) => r.source as Source }),
     sourceConfig: t.field({ type: SourceConfigRef, description: "The source config this revision was made from.", resolve: (r) => ({ ...readSourceConfig(r.sourceConfig) }) }),
     sourceRevisionConfig: t.field({ type: SourceRevisionConfigRef, resolve: (r) => ({ ...revisionSourceRevisionConfig(r) }) }),
     secrets: t.field({ type: [SecretRef], resolve: (r) => readStoredSecrets(r.secrets).map(({ name }) => ({ name })) }),

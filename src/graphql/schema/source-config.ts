@@ -1,3 +1,5 @@
+import { DEPLOYMENT_TYPES, type DeploymentType } from "../../core/schemas/source.js";
+import type { AgentEnvironment } from "../../core/schemas/agent.js";
 import { builder } from "../builder.js";
 import { bool, type Obj, obj, str } from "../values.js";
 import { AgentEnvironmentEnum, DeploymentTypeEnum } from "./enums.js";
@@ -8,7 +10,7 @@ const ListenerConfig = builder.objectRef<Obj>("ListenerConfig").implement({
 });
 
 /** Stored deployment types are core's own values; anything else shows as null. */
-const DEPLOYMENT_TYPES = new Set(["dev_free", "dev", "prod", "dev_zero", "dev_free_zero"]);
+const isDeploymentType = (v: string | null): v is DeploymentType => (DEPLOYMENT_TYPES as readonly (string | null)[]).includes(v);
 
 export const SourceConfigRef = builder.objectRef<Obj>("SourceConfig").implement({
   description: "How a deployment is built and run; changing customUrl, resourceSpec, installCommand or buildCommand creates a revision.",
@@ -27,7 +29,7 @@ export const SourceConfigRef = builder.objectRef<Obj>("SourceConfig").implement(
       nullable: true,
       resolve: (o) => {
         const v = str(o, "deployment_type");
-        return v && DEPLOYMENT_TYPES.has(v) ? (v as "dev") : null;
+        return isDeploymentType(v) ? v : null;
       },
     }),
     repoBranch: t.string({ nullable: true, resolve: (o) => str(o, "repo_branch") }),
@@ -63,7 +65,7 @@ export const SecretReferenceRef = builder.objectRef<{ name: string; secret_name:
 export const AgentRef = builder.objectRef<{ agentId: string; environment: string }>("Agent").implement({
   fields: (t) => ({
     agentId: t.exposeString("agentId"),
-    environment: t.field({ type: AgentEnvironmentEnum, resolve: (a) => a.environment as "local" }),
+    environment: t.field({ type: AgentEnvironmentEnum, resolve: (a) => a.environment as AgentEnvironment }),
   }),
 });
 

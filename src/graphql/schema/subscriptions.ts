@@ -1,3 +1,4 @@
+import type { DeploymentStatus } from "../../core/schemas/source.js";
 import type { DeploymentRevisionChange, DeploymentStatusChange, RevisionStatusChange } from "../../core/watch.js";
 import { builder } from "../builder.js";
 import { type GraphQLContext, refreshLoaders } from "../context.js";
@@ -30,8 +31,6 @@ const DeploymentRevisionsChangeRef = builder.objectRef<DeploymentRevisionChange>
     revision: t.field({ type: RevisionRef, resolve: (c) => c.revision }),
   }),
 });
-
-type DeploymentStatus = "AWAITING_DATABASE" | "READY" | "UNUSED" | "AWAITING_DELETE" | "UNKNOWN";
 
 const DeploymentStatusChangeRef = builder.objectRef<DeploymentStatusChange>("DeploymentStatusChange").implement({
   description: "A deployment's status: the current one when subscribing, then each change.",
