@@ -104,6 +104,13 @@ describe("deployments connection", () => {
     expect(await names({ remoteReconciled: true })).toEqual([]);
     expect(await names({ imageVersion: "0.0.0-none" })).toEqual([]);
     expect(await names({ name: null, nameContains: null })).toEqual(["alpha-one", "alpha_two", "beta"]);
+    expect(await names({ tagValueIds: ["6f1c1c52-0000-4000-8000-000000000001"] })).toEqual([]);
+
+    const agent = await gqlOk(t, mine.apiKey, `mutation { deploymentCreate(input: {source: INTERNAL_CONTAINER, agent: {agentId: "helper", environment: STAGING}}) { deployment { url } } }`);
+    expect(await names({ agentId: "helper" })).toEqual(["helper-staging"]);
+    expect(await names({ agentEnvironment: "STAGING" })).toEqual(["helper-staging"]);
+    expect(await names({ agentId: "helper", agentEnvironment: "PRODUCTION" })).toEqual([]);
+    expect(await names({ url: agent.deploymentCreate.deployment.url })).toEqual(["helper-staging"]);
   });
 
   it("answers a bad filter with BAD_USER_INPUT naming the filter field", async () => {
