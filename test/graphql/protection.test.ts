@@ -53,6 +53,12 @@ describe("limits sized for Relay queries", () => {
     expect(res.errors).toEqual([
       expect.objectContaining({ message: expect.stringMatching(/too costly/), extensions: expect.objectContaining({ code: "QUERY_TOO_COMPLEX" }) }),
     ]);
+    // The cost depends on variables: the same document is judged anew on every request.
+    const byVariables = `query($n: Int!) { deployments(first: $n) { edges { node { revisions(first: $n) { edges { node { id events { at } } } } } } } }`;
+    for (const [n, status] of [[2, 200], [100, 400], [2, 200], [100, 400]] as const) {
+      const r = await gql(dev, devWs.apiKey, byVariables, { n });
+      expect(r.status, `first: ${n}`).toBe(status);
+    }
     const light = `{ deployments(first: 100) { edges { node { id latestRevision { id status } listener { id } revisions(first: 5) { edges { node { id status } } } } } } }`;
     const ok = await gql(dev, devWs.apiKey, light);
     expect(ok.status).toBe(200);
