@@ -104,7 +104,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   http.route("/", restRoutes(core));
   const graphql = createGraphQLServer(core, logger.child({ component: "graphql" }), {
     production: config.production,
-    introspection: !config.production,
+    introspection: config.graphql.introspection,
     graphiql: !config.production,
   });
   http.on(["GET", "POST", "OPTIONS"], GRAPHQL_PATH, (c) => graphql.fetch(c.req.raw, {}));

@@ -31,6 +31,8 @@ const envSchema = z.object({
   DEPLOYMENT_DOMAIN: z.string().min(1).default("deployments.localhost"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
+  /** Unset: introspection on outside production, off in production. */
+  GRAPHQL_INTROSPECTION: z.enum(["on", "off"]).optional(),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -57,6 +59,7 @@ export interface Config {
   deploymentDomain: string;
   logLevel: string;
   production: boolean;
+  graphql: { introspection: boolean };
 }
 
 export class ConfigError extends Error {
@@ -100,5 +103,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     deploymentDomain: e.DEPLOYMENT_DOMAIN,
     logLevel: e.LOG_LEVEL,
     production: e.NODE_ENV === "production",
+    graphql: { introspection: e.GRAPHQL_INTROSPECTION ? e.GRAPHQL_INTROSPECTION === "on" : e.NODE_ENV !== "production" },
   };
 }

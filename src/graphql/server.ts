@@ -7,7 +7,7 @@ import type { Credentials, Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { Logger } from "../logger.js";
-import { isDatabaseUnavailable } from "../rest/errors.js";
+import { unavailableAsCoreError } from "../core/prisma-errors.js";
 import { createContext, type GraphQLContext } from "./context.js";
 import { toGraphQLError } from "./errors.js";
 import { schema } from "./schema/index.js";
@@ -137,7 +137,7 @@ function useNoIntrospection(): Plugin {
 export function maskError(error: unknown, message: string, isDev: boolean): Error {
   let original = error instanceof GraphQLError ? error.originalError : error;
   // A lost database is worth retrying, not a bug: the same classification as REST's 503.
-  if (isDatabaseUnavailable(original)) original = new CoreError("UNAVAILABLE", "The database is unavailable; retry shortly.");
+  original = unavailableAsCoreError(original);
   if (original instanceof CoreError) {
     const mapped = toGraphQLError(original, error instanceof GraphQLError ? error.path : undefined);
     return error instanceof GraphQLError

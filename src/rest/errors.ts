@@ -1,5 +1,6 @@
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { CoreError, type ErrorCode } from "../core/errors.js";
+import { unavailableAsCoreError } from "../core/prisma-errors.js";
 
 const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   VALIDATION: 422,
@@ -20,37 +21,10 @@ export interface ErrorAnswer {
 
 /** SPEC.md's error shapes: `{detail: [issues]}` for 422, `{detail: "message"}` otherwise. */
 export function toErrorAnswer(err: unknown): ErrorAnswer | null {
-  if (isDatabaseUnavailable(err)) err = new CoreError("UNAVAILABLE", "The database is unavailable; retry shortly.");
+  err = unavailableAsCoreError(err);
   if (!(err instanceof CoreError)) return null;
   const status = STATUS[err.code];
   if (err.code === "VALIDATION") return { status, body: { detail: err.issues } };
   if (err.code === "UNAVAILABLE") return { status, body: { detail: err.message }, headers: { "Retry-After": "1" } };
   return { status, body: { detail: err.message } };
-}
-
-/** Prisma's codes for "cannot reach / lost / timed out waiting for" the database. */
-const PRISMA_UNAVAILABLE = new Set(["P1001", "P1002", "P1008", "P1017", "P2024"]);
-/** Driver adapter error kinds that mean the connection, not the query, failed. */
-const ADAPTER_UNAVAILABLE = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
-/** SQLSTATEs of a lost or refused connection: admin/crash shutdown, cannot connect now, too many connections. */
-const SQLSTATE_UNAVAILABLE = new Set(["57P01", "57P02", "57P03", "53300"]);
-const SOCKET_UNAVAILABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH"]);
-const PG_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable/i;
-
-/**
- * True when err (a Prisma error, a driver adapter error or a raw pg error, at any depth of cause)
- * says the database connection failed rather than the query: such requests answer 503 with
- * Retry-After, as the pool reconnects on its own. A FATAL severity always ends the session.
- */
-export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
-  if (typeof err !== "object" || err === null || depth > 5) return false;
-  const e = err as Record<string, unknown>;
-  const code = typeof e.code === "string" ? e.code : typeof e.originalCode === "string" ? e.originalCode : "";
-  if (PRISMA_UNAVAILABLE.has(code) || SQLSTATE_UNAVAILABLE.has(code) || SOCKET_UNAVAILABLE.has(code)) return true;
-  if (code.startsWith("08")) return true; // SQLSTATE class 08: connection exception
-  if (typeof e.kind === "string" && ADAPTER_UNAVAILABLE.has(e.kind)) return true;
-  if (e.severity === "FATAL") return true;
-  if (typeof e.message === "string" && PG_MESSAGES.test(e.message) && !(err instanceof CoreError)) return true;
-  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
-  return isDatabaseUnavailable(e.cause, depth + 1) || isDatabaseUnavailable(meta?.driverAdapterError, depth + 1);
 }

@@ -156,6 +156,14 @@ describe("loadConfig", () => {
     expect(loadConfig({ DATA_DIR: "/var/dcp" }).database).toEqual({ kind: "pglite", dataDir: "/var/dcp/pglite" });
   });
 
+  it("turns GraphQL introspection on outside production unless GRAPHQL_INTROSPECTION says otherwise", () => {
+    expect(loadConfig({}).graphql.introspection).toBe(true);
+    expect(loadConfig({ NODE_ENV: "production" }).graphql.introspection).toBe(false);
+    expect(loadConfig({ NODE_ENV: "production", GRAPHQL_INTROSPECTION: "on" }).graphql.introspection).toBe(true);
+    expect(loadConfig({ GRAPHQL_INTROSPECTION: "off" }).graphql.introspection).toBe(false);
+    expect(() => loadConfig({ GRAPHQL_INTROSPECTION: "yes" })).toThrow(/GRAPHQL_INTROSPECTION/);
+  });
+
   it("names every bad setting at once", () => {
     const bad = {
       PORT: "http",

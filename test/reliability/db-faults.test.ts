@@ -3,7 +3,8 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { openDatabase } from "../../src/db/client.js";
-import { isDatabaseUnavailable, toErrorAnswer } from "../../src/rest/errors.js";
+import { isDatabaseUnavailable } from "../../src/core/prisma-errors.js";
+import { toErrorAnswer } from "../../src/rest/errors.js";
 import type { TestResponse } from "../support/app.js";
 import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
 
