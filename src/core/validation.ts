@@ -8,32 +8,68 @@ export type Location = "body" | "query" | "path";
  * FastAPI's shape (loc starting with the location, pydantic's `type` names and messages), all at once.
  */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, location: Location): z.output<S> {
+  const deep = tooDeep(input, [location]);
+  if (deep) throw invalid([deep]);
   const result = schema.safeParse(input, { reportInput: true });
   if (!result.success) {
     throw invalid(result.error.issues.map((issue) => toFastApiIssue(withSentInput(issue, input), location)));
   }
-  const nul = nulIssues(result.data, [location]);
-  if (nul.length > 0) throw invalid(nul);
+  const unstorable = unstorableIssues(result.data, [location]);
+  if (unstorable.length > 0) throw invalid(unstorable);
   return result.data;
 }
 
+/** No API input nests this deep (a Kubernetes volume source is about a dozen levels down a body). */
+export const MAX_INPUT_DEPTH = 64;
+
 /**
- * PostgreSQL text cannot hold U+0000: a string carrying it would fail at the database as a 500. Only
- * the parsed value is searched, so unknown (ignored) fields may hold anything; the value is not
- * echoed, as it may be a secret.
+ * Deeper input is refused before zod sees it: zod, the 422's echo of the input and the JSON written
+ * to the database all recurse, and a body of a million brackets would overflow the stack (a 500).
+ * Walked without recursion; the issue names where the limit was crossed and does not echo the input.
  */
-function nulIssues(value: unknown, loc: (string | number)[]): ValidationIssue[] {
-  if (typeof value === "string") {
-    return value.includes("\u0000")
-      ? [{ loc, type: "value_error", msg: "Value error, must not contain NUL (\\u0000) characters" }]
-      : [];
+function tooDeep(input: unknown, root: (string | number)[]): ValidationIssue | null {
+  const stack: { value: unknown; path: (string | number)[] }[] = [{ value: input, path: [] }];
+  while (stack.length > 0) {
+    const { value, path } = stack.pop()!;
+    if (typeof value !== "object" || value === null) continue;
+    if (path.length >= MAX_INPUT_DEPTH) {
+      return { loc: [...root, ...path], type: "value_error", msg: `Value error, nested deeper than ${MAX_INPUT_DEPTH} levels` };
+    }
+    const entries: [string | number, unknown][] = Array.isArray(value) ? [...value.entries()] : Object.entries(value);
+    for (const [key, v] of entries) stack.push({ value: v, path: [...path, key] });
   }
-  if (Array.isArray(value)) return value.flatMap((v, i) => nulIssues(v, [...loc, i]));
+  return null;
+}
+
+/** An unpaired UTF-16 surrogate: valid in a JS string, not in UTF-8 (text is altered) or in jsonb (refused). */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Why PostgreSQL cannot store a string as sent, or null. */
+function unstorable(s: string): string | null {
+  if (s.includes("\u0000")) return "must not contain NUL (\\u0000) characters";
+  if (LONE_SURROGATE.test(s)) return "must be valid Unicode: unpaired surrogates (\\ud800-\\udfff) cannot be stored";
+  return null;
+}
+
+/**
+ * Strings PostgreSQL cannot store as sent: U+0000 (text and jsonb refuse it, a 500) and unpaired
+ * surrogates (jsonb refuses them, text stores U+FFFD instead). Only the parsed value is searched, so
+ * unknown (ignored) fields may hold anything; the value is not echoed, as it may be a secret.
+ */
+function unstorableIssues(value: unknown, loc: (string | number)[]): ValidationIssue[] {
+  if (typeof value === "string") {
+    const problem = unstorable(value);
+    return problem ? [{ loc, type: "value_error", msg: `Value error, ${problem}` }] : [];
+  }
+  if (Array.isArray(value)) return value.flatMap((v, i) => unstorableIssues(v, [...loc, i]));
   if (typeof value === "object" && value !== null && Object.getPrototypeOf(value) === Object.prototype) {
-    return Object.entries(value).flatMap(([k, v]) => [
-      ...(k.includes("\u0000") ? [{ loc: [...loc, k], type: "value_error", msg: "Value error, keys must not contain NUL (\\u0000) characters" }] : []),
-      ...nulIssues(v, [...loc, k]),
-    ]);
+    return Object.entries(value).flatMap(([k, v]) => {
+      const problem = unstorable(k);
+      return [
+        ...(problem ? [{ loc: [...loc, k], type: "value_error", msg: `Value error, keys ${problem}` }] : []),
+        ...unstorableIssues(v, [...loc, k]),
+      ];
+    });
   }
   return [];
 }
