@@ -11,44 +11,76 @@ import type {
   RevisionEvent,
 } from "../generated/prisma/client.js";
 
-/** Every batch is one core call, one SQL statement: N parents cost the same as one. */
-export function createLoaders(core: Core, tenant: Tenant) {
-  const byIds = <T>(load: (tenant: Tenant, ids: readonly string[]) => Promise<(T | null)[]>) =>
-    new DataLoader<string, T | null>((ids) => load(tenant, ids), { maxBatchSize: 500 });
-
+/**
+ * Every batch is one core call, one SQL statement: N parents cost the same as one. Each loader is
+ * made when first used: most operations use one or two, and a subscription gets fresh loaders for
+ * every event it sends.
+ */
+export class Loaders {
+  private made: Partial<{
+    deployment: DataLoader<string, Deployment | null>;
+    revision: DataLoader<string, Revision | null>;
+    listener: DataLoader<string, Listener | null>;
+    installation: DataLoader<string, CodehostInstallation | null>;
+    connection: DataLoader<string, AgentConnection | null>;
+    revisionEvents: DataLoader<string, RevisionEvent[]>;
+  }> = {};
   // Nested connections with the same arguments under many parents share one windowed query.
-  const revisionPages = new Map<string, DataLoader<string, KeysetPage<Revision>>>();
-  const revisionCounts = new Map<string, DataLoader<string, number>>();
+  private revisionPages: Map<string, DataLoader<string, KeysetPage<Revision>>> | null = null;
+  private revisionCounts: Map<string, DataLoader<string, number>> | null = null;
 
-  return {
-    deployment: byIds<Deployment>((t, ids) => core.graph.deploymentsByIds(t, ids)),
-    revision: byIds<Revision>((t, ids) => core.graph.revisionsByIds(t, ids)),
-    listener: byIds<Listener>((t, ids) => core.graph.listenersByIds(t, ids)),
-    installation: byIds<CodehostInstallation>((t, ids) => core.graph.installationsByIds(t, ids)),
-    connection: byIds<AgentConnection>((t, ids) => core.graph.connectionsByIds(t, ids)),
-    revisionEvents: new DataLoader<string, RevisionEvent[]>((ids) => core.graph.eventsByRevisionIds(tenant, ids)),
+  constructor(
+    private readonly core: Core,
+    private readonly tenant: Tenant,
+  ) {}
 
-    /** The revision page of each deployment for one set of arguments. */
-    revisionPage(args: KeysetArgs, statuses: readonly string[] | undefined): DataLoader<string, KeysetPage<Revision>> {
-      const key = JSON.stringify([args, statuses ?? null]);
-      let loader = revisionPages.get(key);
-      if (!loader) {
-        loader = new DataLoader((ids) => core.revisionPages.pages(tenant, ids, args, statuses));
-        revisionPages.set(key, loader);
-      }
-      return loader;
-    },
+  private byIds<T>(load: (tenant: Tenant, ids: readonly string[]) => Promise<(T | null)[]>) {
+    return new DataLoader<string, T | null>((ids) => load(this.tenant, ids), { maxBatchSize: 500 });
+  }
 
-    revisionCount(statuses: readonly string[] | undefined): DataLoader<string, number> {
-      const key = JSON.stringify(statuses ?? null);
-      let loader = revisionCounts.get(key);
-      if (!loader) {
-        loader = new DataLoader((ids) => core.revisionPages.counts(tenant, ids, statuses));
-        revisionCounts.set(key, loader);
-      }
-      return loader;
-    },
-  };
+  get deployment() {
+    return (this.made.deployment ??= this.byIds((t, ids) => this.core.graph.deploymentsByIds(t, ids)));
+  }
+  get revision() {
+    return (this.made.revision ??= this.byIds((t, ids) => this.core.graph.revisionsByIds(t, ids)));
+  }
+  get listener() {
+    return (this.made.listener ??= this.byIds((t, ids) => this.core.graph.listenersByIds(t, ids)));
+  }
+  get installation() {
+    return (this.made.installation ??= this.byIds((t, ids) => this.core.graph.installationsByIds(t, ids)));
+  }
+  get connection() {
+    return (this.made.connection ??= this.byIds((t, ids) => this.core.graph.connectionsByIds(t, ids)));
+  }
+  get revisionEvents() {
+    return (this.made.revisionEvents ??= new DataLoader<string, RevisionEvent[]>((ids) => this.core.graph.eventsByRevisionIds(this.tenant, ids)));
+  }
+
+  /** The revision page of each deployment for one set of arguments. */
+  revisionPage(args: KeysetArgs, statuses: readonly string[] | undefined): DataLoader<string, KeysetPage<Revision>> {
+    const pages = (this.revisionPages ??= new Map());
+    const key = JSON.stringify([args, statuses ?? null]);
+    let loader = pages.get(key);
+    if (!loader) {
+      loader = new DataLoader<string, KeysetPage<Revision>>((ids) => this.core.revisionPages.pages(this.tenant, ids, args, statuses));
+      pages.set(key, loader);
+    }
+    return loader;
+  }
+
+  revisionCount(statuses: readonly string[] | undefined): DataLoader<string, number> {
+    const counts = (this.revisionCounts ??= new Map());
+    const key = JSON.stringify(statuses ?? null);
+    let loader = counts.get(key);
+    if (!loader) {
+      loader = new DataLoader<string, number>((ids) => this.core.revisionPages.counts(this.tenant, ids, statuses));
+      counts.set(key, loader);
+    }
+    return loader;
+  }
 }
 
-export type Loaders = ReturnType<typeof createLoaders>;
+export function createLoaders(core: Core, tenant: Tenant): Loaders {
+  return new Loaders(core, tenant);
+}

@@ -1,0 +1,209 @@
+import type { DomainEvent, EventBus, Unsubscribe } from "../events/types.js";
+
+/**
+ * A stream that one side pushes into and the other iterates. Unlike an async generator, return()
+ * takes effect at once even while the consumer is waiting, so an unsubscribing client frees its
+ * place in the feed immediately. Its buffers are made on first need: most subscribers of a feed
+ * wait with nothing queued, and there may be thousands of them.
+ */
+export class Channel<T> implements AsyncIterableIterator<T> {
+  private queue: T[] | null = null;
+  private waiter: { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void } | null = null;
+  private failure: unknown = null;
+  closed = false;
+
+  constructor(private readonly onClose: (channel: Channel<T>) => void) {}
+
+  push(value: T): void {
+    if (this.closed) return;
+    const waiter = this.waiter;
+    if (waiter) {
+      this.waiter = null;
+      waiter.resolve({ value, done: false });
+    } else (this.queue ??= []).push(value);
+  }
+
+  /** No more values: a waiting consumer finishes (or fails with `error`) once the queue is drained. */
+  end(error?: unknown): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.failure = error ?? null;
+    const waiter = this.waiter;
+    this.waiter = null;
+    if (waiter && error) waiter.reject(error);
+    else waiter?.resolve({ value: undefined, done: true });
+    this.onClose(this);
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    if (this.queue && this.queue.length > 0) return Promise.resolve({ value: this.queue.shift()!, done: false });
+    if (this.closed) return this.failure ? Promise.reject(this.failure) : Promise.resolve({ value: undefined, done: true });
+    // One consumer per channel (graphql-js pulls one value at a time).
+    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+  }
+
+  return(): Promise<IteratorResult<T>> {
+    this.queue = null;
+    this.end();
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
+  }
+}
+
+/** Wakes a waiting loop when the bus delivers; a rare re-check covers a notification lost in a reconnect. */
+export class Wakeup {
+  private wake: (() => void) | null = null;
+  private dirty = false;
+
+  constructor(private readonly recheckMs: number) {}
+
+  ring = (): void => {
+    this.dirty = true;
+    this.wake?.();
+  };
+
+  /** Returns at once if rung since the last wait; a ring during the caller's step is never lost. */
+  async wait(): Promise<void> {
+    if (this.dirty) {
+      this.dirty = false;
+      return;
+    }
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, this.recheckMs);
+      timer.unref();
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wake = null;
+    // Rings up to here are covered by the step the caller starts now (it reads after them); later
+    // ones set dirty again. Not clearing would cost every change a second, empty step.
+    this.dirty = false;
+  }
+}
+
+/**
+ * One live view of one object, shared by every local subscriber of it: one bus subscription, one
+ * read per change, one re-check timer, whatever the number of subscribers. A subclass reads the
+ * object's state (load), then what changed after each wake-up (step), and publishes it; a subscriber
+ * joining later starts from `current`, the last state published.
+ */
+export abstract class Feed<T> {
+  private readonly channels = new Set<Channel<T>>();
+  /** Subscribers joined or still waiting for the first read: the feed lives while there are any. */
+  private holds = 0;
+  private readonly wakeup: Wakeup;
+  private unsubscribe: Unsubscribe | null = null;
+  private ready: Promise<void> | null = null;
+  private failure: unknown = null;
+  /** What a subscriber joining now receives first; undefined: nothing until the next change. */
+  protected current: T | undefined = undefined;
+  ended = false;
+
+  constructor(
+    recheckMs: number,
+    /** Called once when the feed ends, so that its owner drops it. */
+    private readonly forget: () => void,
+  ) {
+    this.wakeup = new Wakeup(recheckMs);
+  }
+
+  /** The first read, after the bus subscription is in place; throws (NOT_FOUND) if there is nothing to follow. */
+  protected abstract load(): Promise<void>;
+  /** After each wake-up: reads what changed and publishes it. */
+  protected abstract step(): Promise<void>;
+  /** Each bus event of the feed's topic and workspace, as it arrives (before the wake-up). */
+  protected received(_event: DomainEvent): void {}
+
+  /** Subscribes to the bus, then reads; call once. Events arriving during the read are stepped after it. */
+  open(bus: EventBus, topic: string, workspaceId: string): void {
+    // Topics are per object id; the workspace check makes tenancy explicit rather than implied.
+    this.unsubscribe = bus.subscribe(topic, (event) => {
+      if (event.workspaceId !== workspaceId) return;
+      this.received(event);
+      this.wakeup.ring();
+    });
+    this.ready = this.load();
+    void this.run();
+  }
+
+  /** A new subscriber: after the first read, it receives the current state, then every later change. */
+  async join(): Promise<Channel<T>> {
+    this.holds++;
+    try {
+      await this.ready;
+    } catch (err) {
+      this.holds--;
+      throw err;
+    }
+    const channel = new Channel<T>(this.leave);
+    if (this.current !== undefined && !this.failure) channel.push(this.current);
+    if (this.ended) channel.end(this.failure ?? undefined);
+    else this.channels.add(channel);
+    return channel;
+  }
+
+  /** Sends a change to every subscriber; `remember` makes it what later subscribers start from. */
+  protected publish(value: T, remember: boolean): void {
+    if (remember) this.current = value;
+    for (const channel of this.channels) channel.push(value);
+  }
+
+  /** The subscribers as they are now: a step that read events sends them to those who were there. */
+  protected audience(): Channel<T>[] {
+    return [...this.channels];
+  }
+
+  /** Nothing more will change (a terminal status, a deleted object): every subscriber completes. */
+  protected finish(): void {
+    if (this.ended) return;
+    this.close();
+    for (const channel of this.channels) channel.end();
+    this.channels.clear();
+  }
+
+  private fail(err: unknown): void {
+    if (this.ended) return;
+    this.failure = err;
+    this.close();
+    for (const channel of this.channels) channel.end(err);
+    this.channels.clear();
+  }
+
+  private readonly leave = (channel: Channel<T>): void => {
+    if (!this.channels.delete(channel)) return;
+    this.holds--;
+    if (this.holds === 0) this.close();
+  };
+
+  private close(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.unsubscribe?.();
+    this.wakeup.ring();
+    this.forget();
+  }
+
+  private async run(): Promise<void> {
+    try {
+      await this.ready;
+    } catch (err) {
+      // Nothing to follow: the joiners see the error; later subscribers start a feed of their own.
+      this.failure = err;
+      this.close();
+      return;
+    }
+    try {
+      while (!this.ended) {
+        await this.wakeup.wait();
+        if (!this.ended) await this.step();
+      }
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+}

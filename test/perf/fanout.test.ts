@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { subscribeWs, until, wsClient } from "../graphql/live.js";
+import { countSql } from "../graphql/sql-count.js";
+import { createDeployment, restId } from "../graphql/support.js";
+
+const REVISION_STATUS = /* GraphQL */ `subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`;
+
+let t: TestApp;
+let url: string;
+let ws: NewWorkspace;
+
+// No pipeline: the only change is the one each test makes.
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  url = await t.app.start();
+  ws = await t.workspace();
+});
+afterAll(() => t.close());
+
+const statuses = (messages: { data?: any }[]) => messages.map((m) => m.data?.revisionStatusChanged?.status);
+
+/** Subscribes `n` times to one revision, interrupts it, and counts the SQL of the change and its delivery. */
+async function statementsForOneChange(n: number): Promise<number> {
+  const d = await createDeployment(t, ws.apiKey);
+  const client = wsClient(url, ws.apiKey);
+  try {
+    const subs = Array.from({ length: n }, () => subscribeWs(client, REVISION_STATUS, { id: d.revisionId }));
+    await until(() => subs.every((s) => s.messages.length === 1), `${n} subscribers' current status`);
+    const path = `/v2/deployments/${restId(d.id)}/revisions/${restId(d.revisionId)}`;
+    expect((await t.request("GET", path, { key: ws.apiKey })).status).toBe(200); // the key is cached now
+    const sql = countSql();
+    try {
+      expect((await t.request("POST", `${path}/interrupt`, { key: ws.apiKey })).status).toBe(200);
+      await Promise.all(subs.map((s) => s.done));
+      for (const s of subs) expect(statuses(s.messages)).toEqual(["CREATING", "INTERRUPTED"]);
+      return sql.count;
+    } finally {
+      sql.restore();
+    }
+  } finally {
+    await client.dispose();
+  }
+}
+
+describe("subscribers of one revision share one feed", () => {
+  it("a change costs the same SQL statements for 40 subscribers as for one", async () => {
+    const one = await statementsForOneChange(1);
+    const many = await statementsForOneChange(40);
+    expect(one).toBeGreaterThan(0);
+    expect(many).toBe(one);
+  });
+
+  it("a later subscriber starts from the current status; one leaving ends no other; the feed closes with the last", async () => {
+    const before = t.app.core.watch.feedCount;
+    const d = await createDeployment(t, ws.apiKey);
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const first = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
+      await until(() => first.messages.length === 1, "the first subscriber's current status");
+      expect(t.app.core.watch.feedCount).toBe(before + 1);
+      const second = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
+      await until(() => second.messages.length === 1, "the second subscriber's current status");
+      expect(statuses(second.messages)).toEqual(["CREATING"]);
+      expect(t.app.core.watch.feedCount).toBe(before + 1);
+
+      // Another workspace finds nothing, even while the owner's feed is live.
+      const intruder = await t.workspace();
+      const other = wsClient(url, intruder.apiKey);
+      try {
+        const denied = subscribeWs(other, REVISION_STATUS, { id: d.revisionId });
+        await denied.done;
+        expect(denied.messages).toEqual([{ errors: [expect.objectContaining({ extensions: { code: "NOT_FOUND" } })] }]);
+      } finally {
+        await other.dispose();
+      }
+
+      first.dispose();
+      const path = `/v2/deployments/${restId(d.id)}/revisions/${restId(d.revisionId)}/interrupt`;
+      expect((await t.request("POST", path, { key: ws.apiKey })).status).toBe(200);
+      await second.done;
+      expect(statuses(second.messages)).toEqual(["CREATING", "INTERRUPTED"]);
+      expect(statuses(first.messages)).toEqual(["CREATING"]);
+      await until(() => t.app.core.watch.feedCount === before, "the feed to close");
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it("closes the feed when every subscriber leaves before anything changes", async () => {
+    const before = t.app.core.watch.feedCount;
+    const d = await createDeployment(t, ws.apiKey);
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const subs = Array.from({ length: 5 }, () => subscribeWs(client, REVISION_STATUS, { id: d.revisionId }));
+      await until(() => subs.every((s) => s.messages.length === 1), "every current status");
+      expect(t.app.core.watch.feedCount).toBe(before + 1);
+      for (const s of subs) s.dispose();
+      await until(() => t.app.core.watch.feedCount === before, "the feed to close");
+    } finally {
+      await client.dispose();
+    }
+  });
+});
