@@ -1,0 +1,123 @@
+import { randomUUID } from "node:crypto";
+import { expect } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import type { TestApp } from "./app.js";
+
+/**
+ * A workspace holding one object of every kind, and a valid request body for every endpoint that
+ * takes one, with every documented field set: the fuzzers start from these and break them.
+ */
+
+/** A container using every documented container field. */
+const container = (name: string) => ({
+  name,
+  image: "registry.example/sidecar:1",
+  imagePullPolicy: "IfNotPresent",
+  command: ["/bin/run"],
+  args: ["--port", "9000"],
+  workingDir: "/app",
+  env: [{ name: "MODE", value: "fuzz" }, { name: "FROM", valueFrom: { secretKeyRef: { name: "s", key: "k" } } }],
+  envFrom: [{ configMapRef: { name: "cm" } }],
+  resources: { limits: { cpu: "1" }, requests: { cpu: "0.5" } },
+  volumeMounts: [{ name: "data", mountPath: "/data", subPath: "x", mountPropagation: "None", readOnly: true, subPathExpr: "$(POD)" }],
+  securityContext: { runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
+  restartPolicy: "Always",
+});
+
+const scaling = {
+  stabilization_window_seconds: 60,
+  select_policy: "Max",
+  policies: [{ type: "Pods", value: 2, period_seconds: 30 }],
+};
+
+/** Every resource spec field of SPEC.md, each within its bounds. */
+export const FULL_RESOURCE_SPEC = {
+  min_scale: 1, max_scale: 3, cpu: 0.5, cpu_limit: 1, memory_mb: 512, memory_limit_mb: 1024,
+  queue_min_scale: 1, queue_max_scale: 2, queue_cpu: 0.25, queue_cpu_limit: 0.5, queue_memory_mb: 256, queue_memory_limit_mb: 512,
+  cache_cpu: 0.1, cache_cpu_limit: 0.2, cache_memory_mb: 128, cache_memory_limit_mb: 256,
+  core_cpu: 0.1, core_cpu_limit: 0.2, core_memory_mb: 128, core_memory_limit_mb: 256,
+  db_cpu: 0.5, db_cpu_limit: 1, db_memory_mb: 512, db_memory_limit_mb: 1024, db_storage_gi: 10, db_max_connections: 100,
+  labels: { team: "fuzz" },
+  annotations: { "example.com/note": "n" },
+  service_account_name: "agent",
+  image_pull_secrets: [{ name: "regcred" }],
+  volumes: [{ name: "data", emptyDir: {}, configMap: { name: "cm" }, projected: { sources: [{ configMap: { items: [{ key: "a", path: "b" }] } }] } }],
+  volume_mounts: [{ name: "data", mountPath: "/data", readOnly: false }],
+  init_containers: [container("init")],
+  sidecars: [container("side")],
+  cpu_target_percent: 80, cpu_scaling_enabled: true, cpu_limit_enabled: false,
+  autoscaling_behavior: { scale_up: scaling, scale_down: scaling },
+  queue_cpu_target_percent: 70, queue_cpu_scaling_enabled: false, queue_cpu_limit_enabled: true,
+  queue_autoscaling_behavior: { scale_up: scaling },
+};
+
+export interface Fixtures {
+  ws: NewWorkspace;
+  /** A workspace reached through an organisation-wide key: X-Tenant-Id decides. */
+  orgWide: NewWorkspace;
+  other: NewWorkspace;
+  deploymentId: string;
+  revisionId: string;
+  listenerId: string;
+  installationId: string;
+  agentId: string;
+  connectionId: string;
+  bodies: Record<"deploymentCreate" | "deploymentUpdate" | "revisionCreate" | "listenerCreate" | "listenerUpdate" | "connectionCreate" | "installationRegister", object[]>;
+}
+
+async function created(t: TestApp, key: string, path: string, body: unknown): Promise<Record<string, any>> {
+  const res = await t.request("POST", path, { key, body });
+  expect(res.status, res.text).toBe(201);
+  return res.body;
+}
+
+export async function makeFixtures(t: TestApp): Promise<Fixtures> {
+  const ws = await t.workspace();
+  const orgWide = await t.workspace({ orgWide: true });
+  const other = await t.workspace();
+  const key = ws.apiKey;
+  const listener = await created(t, key, "/v2/listeners", { compute_type: "k8s", compute_id: `fx-${randomUUID()}`, version: "1", compute_config: { k8s_namespaces: ["a"] } });
+  const installation = await created(t, key, "/v2/integrations/forge-codehost/installations", {
+    installation_id: 4242, name: "acme", repository_selection: "selected", settings_url: "https://github.com/settings/installations/4242",
+  });
+  const agentId = "fuzz-agent";
+  const connection = await created(t, key, `/v2/auth/agents/${agentId}/connections`, { oauth_token_id: "github:acme-bot" });
+  const deployment = await created(t, key, "/v2/deployments", {
+    name: "fuzz-target", source: "internal_container", source_config: { deployment_type: "dev" }, source_revision_config: { image_uri: "r.example/a:1" },
+  });
+
+  const secrets = [{ name: "API_TOKEN", value: "fuzz-secret" }];
+  const secret_references = [{ name: "DB_URL", secret_name: "db", secret_key: "url" }];
+  const managedConfig = { custom_url: "https://agent.example.com", resource_spec: FULL_RESOURCE_SPEC, install_command: "npm ci", build_command: "npm run build", build_on_push: true, repo_branch: "main", deployment_type: "dev" };
+  const codehost = {
+    name: "fuzz-codehost", source: "codehost",
+    source_config: { ...managedConfig, integration_id: installation.id, repo_url: "https://github.com/acme/agent", listener_config: { k8s_namespace: "ns" } },
+    source_revision_config: { repo_ref: "main", framework_config_path: "agent.json", image_uri: null, source_tarball_path: null },
+    secrets, secret_references, agent: { agent_id: agentId, environment: "production" }, shareable: true, route_through_gateway: false,
+  };
+  const selfHosted = {
+    name: "fuzz-self-hosted", source: "external_container",
+    source_config: { listener_id: listener.id, listener_config: { k8s_namespace: "a" }, resource_spec: FULL_RESOURCE_SPEC, deployment_type: "prod" },
+    source_revision_config: { image_uri: "registry.example/agent:2" }, secrets, secret_references,
+  };
+  const update = {
+    revision_source: "internal_source",
+    source_config: managedConfig,
+    source_revision_config: { framework_config_path: "agent.json", source_tarball_path: "uploads/a.tgz", repo_ref: "v2", image_uri: "r.example/a:2" },
+    secrets, secret_references, shareable: false, route_through_gateway: true,
+  };
+  return {
+    ws, orgWide, other,
+    deploymentId: deployment.id, revisionId: deployment.latest_revision_id,
+    listenerId: listener.id, installationId: installation.id, agentId, connectionId: connection.id,
+    bodies: {
+      deploymentCreate: [codehost, selfHosted, { name: "fuzz-plain", source: "internal_container", source_config: { deployment_type: "dev" }, source_revision_config: {} }],
+      deploymentUpdate: [update, { ...update, name: "fuzz-target", source: "internal_container" }],
+      revisionCreate: [update],
+      listenerCreate: [{ compute_type: "k8s", compute_id: "fuzz-cluster", compute_config: { k8s_namespaces: ["a", "b"] }, version: "1.2.3" }],
+      listenerUpdate: [{ version: "2", compute_config: { k8s_namespaces: ["c"] } }],
+      connectionCreate: [{ oauth_token_id: "github:fuzz" }],
+      installationRegister: [{ installation_id: 7, name: "fuzz", repository_selection: "all", settings_url: "https://github.com/settings/installations/7" }],
+    },
+  };
+}
