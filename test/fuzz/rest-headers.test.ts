@@ -1,0 +1,102 @@
+import fc from "fast-check";
+import { SignJWT } from "jose";
+import { afterAll, beforeAll, describe, it } from "vitest";
+import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
+import { DatabaseWatch, headerValue } from "../support/fuzz.js";
+import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
+import { fillPath, NOWHERE, ROUTES } from "../support/fuzz-routes.js";
+import { expectGraphQLAnswer, expectRestAnswer } from "../support/fuzz-shapes.js";
+
+/**
+ * Hostile headers (credentials of every scheme, tenant ids, content types, Idempotency-Key, ...) on
+ * every REST endpoint and on /graphql, each otherwise a valid request: never a 5xx, always the
+ * documented answer, and nothing written when refused.
+ */
+
+const RUNS = Number(process.env.FUZZ_RUNS ?? 1200);
+
+let t: TestApp;
+let fx: Fixtures;
+let watch: DatabaseWatch;
+let tokens: string[];
+
+const sign = (claims: Record<string, unknown>, options: { secret?: string; expires?: string | number; alg?: string } = {}) =>
+  new SignJWT(claims)
+    .setProtectedHeader({ alg: options.alg ?? "HS256" })
+    .setExpirationTime(options.expires ?? "5m")
+    .sign(new TextEncoder().encode(options.secret ?? TEST_JWT_SECRET));
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  fx = await makeFixtures(t);
+  const unsigned = (claims: object) => `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}.`;
+  tokens = [
+    await sign({ tenant_id: fx.ws.workspaceId, sub: "fuzz" }),
+    await sign({ tenant_id: fx.other.workspaceId, sub: "intruder" }),
+    await sign({ tenant_id: fx.ws.workspaceId.toUpperCase() }),
+    await sign({ tenant_id: "not-a-uuid", sub: "x" }),
+    await sign({ tenant_id: NOWHERE, sub: "ghost" }),
+    await sign({ tenant_id: fx.ws.workspaceId, sub: "" }),
+    await sign({ tenant_id: fx.ws.workspaceId, sub: 42 }),
+    await sign({ tenant_id: [fx.ws.workspaceId] }),
+    await sign({ tenant_id: fx.ws.workspaceId }, { expires: Math.floor(Date.now() / 1000) - 60 }),
+    await sign({ tenant_id: fx.ws.workspaceId }, { secret: "another-secret-of-at-least-32-characters!" }),
+    await sign({ tenant_id: fx.ws.workspaceId }, { alg: "HS512" }),
+    unsigned({ tenant_id: fx.ws.workspaceId, sub: "forged" }),
+    "a.b.c",
+    "..",
+  ];
+  watch = new DatabaseWatch(t.app.db.sql);
+  await watch.start();
+});
+afterAll(() => t.close());
+
+function headers() {
+  const id = (w: { workspaceId: string }) => [w.workspaceId, w.workspaceId.toUpperCase()];
+  return fc.record(
+    {
+      "x-api-key": fc.oneof(
+        fc.constantFrom(fx.ws.apiKey, fx.orgWide.apiKey, fx.other.apiKey, `${fx.ws.apiKey}x`, fx.ws.apiKey.toUpperCase(), ` ${fx.ws.apiKey}`),
+        headerValue,
+      ),
+      "x-tenant-id": fc.oneof(fc.constantFrom(...id(fx.ws), ...id(fx.orgWide), ...id(fx.other), NOWHERE, ""), headerValue),
+      authorization: fc.oneof(
+        fc.constantFrom(...tokens).map((token) => `Bearer ${token}`),
+        fc.constantFrom(...tokens).map((token) => `bearer  ${token}`),
+        headerValue.map((v) => `Bearer ${v}`),
+        fc.constantFrom("Bearer", "Bearer ", "Basic Zm9vOmJhcg==", "Token x", ""),
+        headerValue,
+      ),
+      "content-type": fc.oneof(
+        fc.constantFrom("application/json", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=utf-16", "application/graphql"),
+        headerValue,
+      ),
+      "idempotency-key": fc.oneof(fc.nat({ max: 20 }).map((n) => `key-${n}`), headerValue),
+      accept: fc.oneof(fc.constantFrom("application/json", "text/event-stream", "application/graphql-response+json", "*/*", "text/html"), headerValue),
+      "content-encoding": fc.constantFrom("gzip", "br", "identity"),
+      "x-http-method-override": fc.constantFrom("DELETE", "PUT"),
+    },
+    { requiredKeys: [] },
+  );
+}
+
+const GRAPHQL = { method: "POST", template: "/graphql" } as const;
+
+describe("hostile headers", () => {
+  it(`on every REST endpoint and /graphql (${ROUTES.length + 1} routes)`, async () => {
+    const routes = [...ROUTES, GRAPHQL];
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...routes), headers(), async (route, sent) => {
+        const graphql = route === GRAPHQL;
+        const bulk = route.method === "DELETE" && route.template === "/v2/deployments";
+        const path = graphql ? "/graphql" : fillPath(fx, route) + (bulk ? `?deployment_ids=${NOWHERE}` : "");
+        const body = graphql ? { query: "{ viewer { uuid } }" } : "body" in route ? route.body?.(fx) : undefined;
+        const res = await t.request(route.method, path, { rawBody: body === undefined ? undefined : JSON.stringify(body), headers: sent });
+        const refused = graphql ? expectGraphQLAnswer(res) || res.status >= 400 : (expectRestAnswer(res), res.status >= 400);
+        const what = `${route.method} ${path} ${JSON.stringify(sent)} -> ${res.status} ${res.text.slice(0, 200)}`;
+        await watch.check(refused, what, "idempotency-key" in sent ? ["idempotency_keys"] : []);
+      }),
+      { numRuns: RUNS },
+    );
+  });
+});
