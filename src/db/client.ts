@@ -44,7 +44,8 @@ export async function openDatabase(config: Config["database"], options: OpenOpti
 
 async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Database> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const pglite = await PGlite.create(dataDir ?? undefined, snapshot ? { loadDataDir: snapshot } : {});
+  // One options object: PGlite ignores options that follow an undefined data directory argument.
+  const pglite = await PGlite.create({ dataDir: dataDir ?? undefined, ...(snapshot && { loadDataDir: snapshot }) });
   const prisma = countStatements(new PrismaClient({ adapter: new PrismaPGlite(pglite), ...statementLogOptions }));
   return {
     kind: "pglite",

@@ -1,0 +1,21 @@
+import { describe, expect, it } from "vitest";
+import { openDatabase } from "../../src/db/client.js";
+import { migrate } from "../../src/db/migrate.js";
+
+describe("PGlite snapshots", () => {
+  it("start a database with the snapshot's tables and data, so tests need not migrate again", async () => {
+    const source = await openDatabase({ kind: "pglite", dataDir: null });
+    await migrate(source.sql);
+    await source.sql.script("INSERT INTO organizations (id, name) VALUES ('00000000-0000-4000-8000-000000000001', 'snap')");
+    const snapshot = await source.snapshot!();
+    await source.close();
+
+    const copy = await openDatabase({ kind: "pglite", dataDir: null }, { pgliteSnapshot: snapshot });
+    try {
+      expect(await copy.sql.query("SELECT name FROM organizations")).toEqual([{ name: "snap" }]);
+      expect(await migrate(copy.sql)).toEqual([]);
+    } finally {
+      await copy.close();
+    }
+  });
+});
