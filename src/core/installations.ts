@@ -5,7 +5,7 @@ import type { CoreDeps } from "./context.js";
 import { conflict } from "./errors.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
 import { isUniqueViolation } from "./prisma-errors.js";
-import { parseInput } from "./validation.js";
+import { parseInput, queryInt } from "./validation.js";
 
 export type { CodehostInstallation };
 
@@ -13,7 +13,7 @@ export type { CodehostInstallation };
 const CURSOR_PURPOSE = "codehost-installations";
 
 export const installationPageSchema = z.object({
-  page_size: z.coerce.number().int().min(1).max(100).default(20),
+  page_size: queryInt().pipe(z.number().min(1).max(100)).default(20),
   // An empty `cursor=` is the same as none: clients pass the previous next_cursor through as is.
   cursor: z.string().nullish(),
 });

@@ -1,11 +1,12 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import { CoreError } from "./errors.js";
+import { queryInt } from "./validation.js";
 
 /** Offset paging of REST listings: `offset` in the answer is where the next page starts. */
 export const offsetQuery = {
-  limit: z.coerce.number().int().min(1).max(100).default(20),
-  offset: z.coerce.number().int().min(0).default(0),
+  limit: queryInt().pipe(z.number().min(1).max(100)).default(20),
+  offset: queryInt().pipe(z.number().min(0)).default(0),
 };
 
 export interface OffsetPage<T> {

@@ -108,16 +108,35 @@ export function toFastApiIssue(issue: z.core.$ZodIssue, location: Location): Val
     case "too_big":
       return { ...base, ...bound("less_than", issue.origin, issue.maximum, issue.inclusive) };
     case "invalid_value": {
+      if (input === undefined) return { loc, type: "missing", msg: "Field required" };
       const expected = issue.values.map((v) => `'${String(v)}'`);
       const list = expected.length > 1 ? `${expected.slice(0, -1).join(", ")} or ${expected.at(-1)}` : expected[0];
       return { ...base, type: "enum", msg: `Input should be ${list}`, ctx: { expected: list } };
     }
     case "unrecognized_keys":
       return { ...base, type: "extra_forbidden", msg: "Extra inputs are not permitted" };
+    case "custom": {
+      const type = (issue.params as { type?: unknown } | undefined)?.type;
+      if (typeof type === "string") return { ...base, type, msg: issue.message };
+      return { ...base, type: "value_error", msg: `Value error, ${issue.message}` };
+    }
     default:
       return { ...base, type: "value_error", msg: `Value error, ${issue.message}` };
   }
 }
+
+/**
+ * An integer carried as a string (a query parameter). Unlike z.coerce.number(), a value that is not
+ * an integer fails as pydantic's int_parsing, and "" is not 0. Pipe it into bounds.
+ */
+export const queryInt = () =>
+  z
+    .string()
+    .refine((s) => /^\s*[-+]?\d+\s*$/.test(s), {
+      message: "Input should be a valid integer, unable to parse string as an integer",
+      params: { type: "int_parsing" },
+    })
+    .transform(Number);
 
 function typeMismatch(expected: string): Pick<ValidationIssue, "type" | "msg"> {
   switch (expected) {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { CoreError, type ValidationIssue } from "../../src/core/errors.js";
-import { type Location, parseInput } from "../../src/core/validation.js";
+import { type Location, parseInput, queryInt } from "../../src/core/validation.js";
 
 /** The issues parseInput reports for one field's schema and value, at body.field. */
 function issuesOf(schema: z.ZodType, value: unknown, location: Location = "body"): ValidationIssue[] {
@@ -168,5 +168,19 @@ describe("zod issue -> FastAPI issue", () => {
     expect(issues).toEqual([{ loc: ["query", "field"], input: "abc", type: "float_parsing", msg: "Input should be a valid number" }]);
     expect(JSON.parse(JSON.stringify(issues))[0].input).toBe("abc");
     expect(issuesOf(z.coerce.number().int().max(100), "101", "query")[0]).toMatchObject({ type: "less_than_equal", input: 101 });
+  });
+
+  it("a missing enum field is `missing`, not a bad enum value", () => {
+    expect(issuesOf(z.enum(["a", "b"]), undefined)).toEqual([{ loc: ["body", "field"], type: "missing", msg: "Field required" }]);
+  });
+
+  it("an integer query parameter that is not one is int_parsing with what was sent", () => {
+    for (const sent of ["abc", "1.5", "", "1e3"]) {
+      expect(issuesOf(queryInt(), sent, "query"), sent).toEqual([
+        { loc: ["query", "field"], input: sent, type: "int_parsing", msg: "Input should be a valid integer, unable to parse string as an integer" },
+      ]);
+    }
+    expect(parseInput(z.object({ n: queryInt() }), { n: " 42 " }, "query")).toEqual({ n: 42 });
+    expect(issuesOf(queryInt().pipe(z.number().max(100)), "101", "query")[0]).toMatchObject({ type: "less_than_equal", input: 101 });
   });
 });
