@@ -56,16 +56,38 @@ export function keysetArgs(cursors: CursorCodec, purpose: string, args: RelayArg
   return result;
 }
 
-/** A keyset page as Relay edges, each with its own signed cursor. */
+/**
+ * An edge whose cursor is signed when first read: a page of 100 items costs 100 HMACs only if the
+ * client selects every edge's cursor, and most select pageInfo's endCursor or none.
+ */
+class LazyEdge<T extends Position> implements Edge<T> {
+  private signed: string | null = null;
+
+  constructor(
+    readonly node: T,
+    private readonly sign: (node: T) => string,
+  ) {}
+
+  get cursor(): string {
+    return (this.signed ??= this.sign(this.node));
+  }
+}
+
+/** A keyset page as Relay edges, each with its own signed cursor (signed on demand). */
 export function toRelayPage<T extends Position>(cursors: CursorCodec, purpose: string, page: KeysetPage<T>): RelayPage<T> {
-  const edges = page.items.map((node) => ({ cursor: cursors.encode(purpose, node), node }));
+  const sign = (node: T) => cursors.encode(purpose, node);
+  const edges: Edge<T>[] = page.items.map((node) => new LazyEdge(node, sign));
   return {
     edges,
     pageInfo: {
       hasNextPage: page.hasNextPage,
       hasPreviousPage: page.hasPreviousPage,
-      startCursor: edges[0]?.cursor ?? null,
-      endCursor: edges.at(-1)?.cursor ?? null,
+      get startCursor() {
+        return edges[0]?.cursor ?? null;
+      },
+      get endCursor() {
+        return edges.at(-1)?.cursor ?? null;
+      },
     },
   };
 }

@@ -13,6 +13,8 @@ import { toGraphQLError } from "./errors.js";
 import { schema } from "./schema/index.js";
 
 export const GRAPHQL_PATH = "/graphql";
+/** What an unexpected error says to the client (its details stay in the log). */
+export const MASKED_ERROR_MESSAGE = "Unexpected error.";
 
 export interface GraphQLOptions {
   /** Production hides internal error details and field suggestions. */
@@ -59,7 +61,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
     // No file uploads: multipart is also the classic CSRF carrier.
     multipart: false,
     logging: yogaLogger(logger),
-    maskedErrors: { maskError: (error, message) => maskError(error, message, !options.production) },
+    maskedErrors: { errorMessage: MASKED_ERROR_MESSAGE, maskError: (error, message) => maskError(error, message, !options.production) },
     context: async ({ tenant, request }) => {
       if (tenant) return createContext(core, tenant);
       try {

@@ -1,13 +1,13 @@
 import type { Server } from "node:http";
-import { type ExecutionArgs, GraphQLError } from "graphql";
+import { type ExecutionArgs, GraphQLError, subscribe } from "graphql";
 import { CloseCode } from "graphql-ws";
 import { useServer } from "graphql-ws/use/ws";
-import { WebSocketServer } from "ws";
+import { type WebSocket, WebSocketServer } from "ws";
 import type { Credentials, Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { Logger } from "../logger.js";
-import { GRAPHQL_PATH, type GraphQLServer } from "./server.js";
+import { GRAPHQL_PATH, type GraphQLServer, maskError, MASKED_ERROR_MESSAGE } from "./server.js";
 
 /** Connection params are read like HTTP headers, whatever their case: { "X-Api-Key": "…" }. */
 export function credentialsFromParams(params: Readonly<Record<string, unknown>> | undefined): Credentials {
@@ -16,27 +16,36 @@ export function credentialsFromParams(params: Readonly<Record<string, unknown>> 
 }
 
 /** The operation's own envelop (yoga's plugins around graphql-js), handed over in rootValue. */
-type Envelope = Pick<ReturnType<GraphQLServer["getEnveloped"]>, "execute" | "subscribe">;
+type Envelope = Pick<ReturnType<GraphQLServer["getEnveloped"]>, "execute">;
 
 export interface WebSocketFace {
   close(): Promise<void>;
 }
 
 /**
- * graphql-ws (graphql-transport-ws) on the HTTP server's port at /graphql, running every operation
- * through yoga's envelop (the same plugins, limits, error masking and context as HTTP). The tenant
- * is settled once per connection from its connection params; a connection without valid credentials
- * is closed with 4401 (unauthenticated) or 4403 (forbidden).
+ * graphql-ws (graphql-transport-ws) on the HTTP server's port at /graphql. Every operation is parsed,
+ * validated (limits, cost) and given its context by yoga's envelop, as over HTTP; queries and
+ * mutations also execute through it. Subscriptions execute on graphql-js directly: envelop's and
+ * graphql-tools' iterator layers cost about 6 KB of heap per live subscription, and the one
+ * execution-time plugin they would apply, error masking, is applied here with the same function.
+ * The tenant is settled once per connection from its connection params; a connection without valid
+ * credentials is closed with 4401 (unauthenticated) or 4403 (forbidden).
  */
 export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core, logger: Logger, production: boolean): WebSocketFace {
-  const wss = new WebSocketServer({ server, path: GRAPHQL_PATH });
+  // No compression: a status message is a few dozen bytes, and deflate keeps a zlib context per socket.
+  const wss = new WebSocketServer({ server, path: GRAPHQL_PATH, perMessageDeflate: false });
+  const keepAlive = sharedKeepAlive(wss);
   const tenants = new WeakMap<object, Tenant>();
+  const mask = (error: GraphQLError) => maskedError(error, production, logger);
   const disposable = useServer(
     {
       isProd: production,
       onConnect: async (ctx) => {
         try {
           tenants.set(ctx.extra.socket, await core.auth.authenticate(credentialsFromParams(ctx.connectionParams)));
+          // Nothing reads the upgrade request after this; graphql-ws would keep it (and its headers) for
+          // the life of the socket.
+          Reflect.deleteProperty(ctx.extra, "request");
           return true;
         } catch (err) {
           if (!(err instanceof CoreError)) throw err;
@@ -45,10 +54,15 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
         }
       },
       execute: (args) => (args.rootValue as Envelope).execute(args),
-      subscribe: (args) => (args.rootValue as Envelope).subscribe(args),
+      subscribe: (args) => subscribe({ ...args, rootValue: undefined }),
+      // Subscription results (and a subscription that fails to start) come here unmasked.
+      onNext: (_ctx, _id, _payload, _args, result) => (result.errors ? { ...result, errors: result.errors.map(mask) } : undefined),
+      // A stream that fails mid-way (its database read failed) ends with an error message: masked
+      // too. Errors without an original (validation) are sent as they are.
+      onError: (_ctx, _id, _payload, errors) => (errors.some((e) => e.originalError) ? errors.map((e) => (e.originalError ? mask(e) : e)) : undefined),
       onSubscribe: async (ctx, _id, payload) => {
         const tenant = tenants.get(ctx.extra.socket);
-        const { schema, execute, subscribe, contextFactory, parse, validate } = yoga.getEnveloped({ tenant, params: payload });
+        const { schema, execute, contextFactory, parse, validate } = yoga.getEnveloped({ tenant, params: payload });
         let document;
         try {
           document = parse(payload.query);
@@ -62,19 +76,57 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           document,
           variableValues: payload.variables,
           contextValue: await contextFactory(),
-          rootValue: { execute, subscribe },
+          rootValue: { execute },
         };
         const errors = validate(args.schema, args.document);
         return errors.length > 0 ? errors : args;
       },
     },
     wss,
+    // Off: graphql-ws would keep a ping interval (and its closures) per socket; one timer pings all.
+    0,
   );
   wss.on("error", (err) => logger.error({ err }, "graphql-ws server error"));
   return {
     async close() {
+      keepAlive.stop();
       await disposable.dispose();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };
+}
+
+/** An error as yoga masks it over HTTP: core codes kept, internals hidden (and logged). */
+function maskedError(error: GraphQLError, production: boolean, logger: Logger): GraphQLError {
+  const shown = maskError(error, MASKED_ERROR_MESSAGE, !production) as GraphQLError;
+  if (shown.extensions?.unexpected) logger.error({ err: error.originalError ?? error }, "graphql: unexpected error");
+  return shown;
+}
+
+const KEEP_ALIVE_MS = 12_000;
+/** Sockets pinged and not yet answered: one Set and one listener function shared by every socket. */
+const awaitingPong = new WeakSet<WebSocket>();
+function pong(this: WebSocket) {
+  awaitingPong.delete(this);
+}
+
+/**
+ * Finds dead peers (a laptop closed mid-subscription) with one interval for the whole server: each
+ * round pings every socket and drops those that did not answer the previous round's ping.
+ */
+function sharedKeepAlive(wss: WebSocketServer): { stop(): void } {
+  wss.on("connection", (socket) => socket.on("pong", pong));
+  const timer = setInterval(() => {
+    for (const socket of wss.clients) {
+      if (socket.readyState !== socket.OPEN) continue;
+      if (awaitingPong.has(socket)) {
+        socket.terminate();
+        continue;
+      }
+      awaitingPong.add(socket);
+      socket.ping();
+    }
+  }, KEEP_ALIVE_MS);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
 }

@@ -4,6 +4,7 @@ import { startTestApp, type TestApp } from "../support/app.js";
 import { subscribeWs, until, wsClient } from "../graphql/live.js";
 import { countSql } from "../graphql/sql-count.js";
 import { createDeployment, restId } from "../graphql/support.js";
+import type { GraphQueries } from "../../src/core/graph-queries.js";
 
 const REVISION_STATUS = /* GraphQL */ `subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`;
 
@@ -98,6 +99,37 @@ describe("subscribers of one revision share one feed", () => {
       expect(t.app.core.watch.feedCount).toBe(before + 1);
       for (const s of subs) s.dispose();
       await until(() => t.app.core.watch.feedCount === before, "the feed to close");
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it("a feed whose read fails ends every subscriber's stream with a masked error; the next subscriber starts afresh", async () => {
+    const d = await createDeployment(t, ws.apiKey);
+    const revisionId = restId(d.revisionId);
+    const graph = (t.app.core.watch as unknown as { graph: GraphQueries }).graph;
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const subs = Array.from({ length: 3 }, () => subscribeWs(client, REVISION_STATUS, { id: d.revisionId }));
+      await until(() => subs.every((s) => s.messages.length === 1), "every current status");
+      const original = graph.eventsSince;
+      graph.eventsSince = () => Promise.reject(new Error("connection to 10.0.0.7 refused: internal detail"));
+      try {
+        await t.app.core.deps.events.publish({ type: "revision.status", workspaceId: ws.workspaceId, deploymentId: restId(d.id), revisionId, status: "QUEUED" });
+        for (const s of subs) {
+          const errors = await s.done.then(
+            () => null,
+            (e: unknown) => e as { message: string; extensions?: { code?: string } }[],
+          );
+          expect(errors).toEqual([expect.objectContaining({ message: "Unexpected error.", extensions: expect.objectContaining({ code: "INTERNAL_SERVER_ERROR" }) })]);
+        }
+      } finally {
+        graph.eventsSince = original;
+      }
+      const again = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
+      await until(() => again.messages.length === 1, "a new subscriber's current status");
+      expect(statuses(again.messages)).toEqual(["CREATING"]);
+      again.dispose();
     } finally {
       await client.dispose();
     }
