@@ -10,8 +10,11 @@ export const isUniqueViolation = (err: unknown) => hasCode(err, "P2002");
 /** The record to update or delete does not exist (P2025). */
 export const isRecordMissing = (err: unknown) => hasCode(err, "P2025");
 
-/** Prisma's codes for "cannot reach / lost / timed out waiting for" the database. */
-const PRISMA_UNAVAILABLE = new Set(["P1001", "P1002", "P1008", "P1017", "P2024"]);
+/**
+ * Prisma's codes for "cannot reach / lost / timed out waiting for" the database. P2028: a transaction
+ * could not start (or finish) in time, every pooled connection busy: an overload a retry gets past.
+ */
+const PRISMA_UNAVAILABLE = new Set(["P1001", "P1002", "P1008", "P1017", "P2024", "P2028"]);
 /** Driver adapter error kinds that mean the connection, not the query, failed. */
 const ADAPTER_UNAVAILABLE = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
 /** SQLSTATEs of a lost or refused connection: admin/crash shutdown, cannot connect now, too many connections. */

@@ -36,6 +36,13 @@ export interface OpenOptions {
   poolSize?: number;
 }
 
+/**
+ * Prisma's defaults (2 s to get a connection, 5 s to finish) answer a burst of writes on one
+ * deployment, which queue on its row lock while holding pooled connections, with errors; these
+ * give such a burst time to drain, while a lost database still fails fast (a connection error).
+ */
+const transactionOptions = { maxWait: 10_000, timeout: 10_000 };
+
 export async function openDatabase(config: Config["database"], options: OpenOptions = {}): Promise<Database> {
   return config.kind === "pglite"
     ? openPglite(config.dataDir, options.pgliteSnapshot)
@@ -46,7 +53,7 @@ async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Data
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   // One options object: PGlite ignores options that follow an undefined data directory argument.
   const pglite = await PGlite.create({ dataDir: dataDir ?? undefined, ...(snapshot && { loadDataDir: snapshot }) });
-  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPGlite(pglite), ...statementLogOptions }));
+  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPGlite(pglite), transactionOptions, ...statementLogOptions }));
   return {
     kind: "pglite",
     prisma,
@@ -75,7 +82,7 @@ async function openPostgres(url: string, max: number): Promise<Database> {
   const pool = new pg.Pool({ connectionString: url, max });
   // A connection that the server drops must not crash the process; the next query reconnects.
   pool.on("error", () => {});
-  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPg(pool), ...statementLogOptions }));
+  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions, ...statementLogOptions }));
   return {
     kind: "postgres",
     prisma,
