@@ -10,6 +10,7 @@ import type { Logger } from "../logger.js";
 import { unavailableAsCoreError } from "../core/prisma-errors.js";
 import { createContext, type GraphQLContext } from "./context.js";
 import { toGraphQLError } from "./errors.js";
+import { useRedactedSecretVariables } from "./redact.js";
 import { schema } from "./schema/index.js";
 
 export const GRAPHQL_PATH = "/graphql";
@@ -71,6 +72,8 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       }
     },
     plugins: [
+      // Before error masking, which logs the errors it rewrites: neither the answer nor the log quotes a secret.
+      useRedactedSecretVariables(),
       // A browser can send a "simple" request cross-site without a preflight; demanding one of
       // these headers (which our clients send anyway) forces the preflight that CORS then refuses.
       useCSRFPrevention({ requestHeaders: ["x-api-key", "authorization", "x-graphql-yoga-csrf", "apollo-require-preflight"] }),
