@@ -1,5 +1,5 @@
 import type { Server } from "node:http";
-import { type ExecutionArgs, GraphQLError, subscribe } from "graphql";
+import { type ExecutionArgs, getOperationAST, GraphQLError } from "graphql";
 import { CloseCode } from "graphql-ws";
 import { useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
@@ -8,6 +8,7 @@ import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { Logger } from "../logger.js";
 import { GRAPHQL_PATH, type GraphQLServer, maskError, MASKED_ERROR_MESSAGE } from "./server.js";
+import { subscribeShared } from "./shared-execution.js";
 
 /** Connection params are read like HTTP headers, whatever their case: { "X-Api-Key": "…" }. */
 export function credentialsFromParams(params: Readonly<Record<string, unknown>> | undefined): Credentials {
@@ -25,9 +26,10 @@ export interface WebSocketFace {
 /**
  * graphql-ws (graphql-transport-ws) on the HTTP server's port at /graphql. Every operation is parsed,
  * validated (limits, cost) and given its context by yoga's envelop, as over HTTP; queries and
- * mutations also execute through it. Subscriptions execute on graphql-js directly: envelop's and
- * graphql-tools' iterator layers cost about 6 KB of heap per live subscription, and the one
- * execution-time plugin they would apply, error masking, is applied here with the same function.
+ * mutations also execute through it. Subscriptions execute on graphql-js directly, each event once
+ * for all its subscribers asking the same (shared-execution.ts): envelop's and graphql-tools'
+ * iterator layers cost about 6 KB of heap per live subscription, and the one execution-time plugin
+ * they would apply, error masking, is applied here with the same function.
  * The tenant is settled once per connection from its connection params; a connection without valid
  * credentials is closed with 4401 (unauthenticated) or 4403 (forbidden).
  */
@@ -54,7 +56,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
         }
       },
       execute: (args) => (args.rootValue as Envelope).execute(args),
-      subscribe: (args) => subscribe({ ...args, rootValue: undefined }),
+      subscribe: (args) => subscribeShared(args),
       // Subscription results (and a subscription that fails to start) come here unmasked.
       onNext: (_ctx, _id, _payload, _args, result) => (result.errors ? { ...result, errors: result.errors.map(mask) } : undefined),
       // A stream that fails mid-way (its database read failed) ends with an error message: masked
@@ -76,7 +78,8 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           document,
           variableValues: payload.variables,
           contextValue: await contextFactory(),
-          rootValue: { execute },
+          // A live subscription keeps its arguments: it need not keep the envelope as well.
+          rootValue: getOperationAST(document, payload.operationName)?.operation === "subscription" ? undefined : { execute },
         };
         const errors = validate(args.schema, args.document);
         return errors.length > 0 ? errors : args;

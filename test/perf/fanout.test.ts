@@ -7,6 +7,8 @@ import { createDeployment, restId } from "../graphql/support.js";
 import type { GraphQueries } from "../../src/core/graph-queries.js";
 
 const REVISION_STATUS = /* GraphQL */ `subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`;
+// Reads the database for each message it sends (the revision's event log, through a loader).
+const WITH_EVENTS = /* GraphQL */ `subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status revision { events { to } } } }`;
 
 let t: TestApp;
 let url: string;
@@ -23,11 +25,11 @@ afterAll(() => t.close());
 const statuses = (messages: { data?: any }[]) => messages.map((m) => m.data?.revisionStatusChanged?.status);
 
 /** Subscribes `n` times to one revision, interrupts it, and counts the SQL of the change and its delivery. */
-async function statementsForOneChange(n: number): Promise<number> {
+async function statementsForOneChange(n: number, query = REVISION_STATUS): Promise<number> {
   const d = await createDeployment(t, ws.apiKey);
   const client = wsClient(url, ws.apiKey);
   try {
-    const subs = Array.from({ length: n }, () => subscribeWs(client, REVISION_STATUS, { id: d.revisionId }));
+    const subs = Array.from({ length: n }, () => subscribeWs(client, query, { id: d.revisionId }));
     await until(() => subs.every((s) => s.messages.length === 1), `${n} subscribers' current status`);
     const path = `/v2/deployments/${restId(d.id)}/revisions/${restId(d.revisionId)}`;
     expect((await t.request("GET", path, { key: ws.apiKey })).status).toBe(200); // the key is cached now
@@ -51,6 +53,31 @@ describe("subscribers of one revision share one feed", () => {
     const many = await statementsForOneChange(40);
     expect(one).toBeGreaterThan(0);
     expect(many).toBe(one);
+  });
+
+  it("subscribers asking the same of a change share its execution: fields that read the database read once", async () => {
+    const one = await statementsForOneChange(1, WITH_EVENTS);
+    const many = await statementsForOneChange(20, WITH_EVENTS);
+    expect(many).toBe(one);
+  });
+
+  it("subscribers asking different things of the same change each get their own answer", async () => {
+    const d = await createDeployment(t, ws.apiKey);
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const plain = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
+      const detailed = subscribeWs(client, WITH_EVENTS, { id: d.revisionId });
+      await until(() => plain.messages.length === 1 && detailed.messages.length === 1, "both current statuses");
+      const path = `/v2/deployments/${restId(d.id)}/revisions/${restId(d.revisionId)}/interrupt`;
+      expect((await t.request("POST", path, { key: ws.apiKey })).status).toBe(200);
+      await Promise.all([plain.done, detailed.done]);
+      expect(plain.messages.at(-1)).toEqual({ data: { revisionStatusChanged: { status: "INTERRUPTED" } } });
+      expect(detailed.messages.at(-1)).toEqual({
+        data: { revisionStatusChanged: { status: "INTERRUPTED", revision: { events: [{ to: "CREATING" }, { to: "INTERRUPTED" }] } } },
+      });
+    } finally {
+      await client.dispose();
+    }
   });
 
   it("a later subscriber starts from the current status; one leaving ends no other; the feed closes with the last", async () => {
