@@ -136,7 +136,8 @@ export const queryInt = () =>
       message: "Input should be a valid integer, unable to parse string as an integer",
       params: { type: "int_parsing" },
     })
-    .transform(Number);
+    .transform(Number)
+    .pipe(z.int());
 
 function typeMismatch(expected: string): Pick<ValidationIssue, "type" | "msg"> {
   switch (expected) {

@@ -182,5 +182,7 @@ describe("zod issue -> FastAPI issue", () => {
     }
     expect(parseInput(z.object({ n: queryInt() }), { n: " 42 " }, "query")).toEqual({ n: 42 });
     expect(issuesOf(queryInt().pipe(z.number().max(100)), "101", "query")[0]).toMatchObject({ type: "less_than_equal", input: 101 });
+    // Beyond a safe integer (a database offset would fail on it): refused, not passed on.
+    expect(issuesOf(queryInt(), "999999999999999999999999999999", "query")[0]).toMatchObject({ loc: ["query", "field"], type: "less_than_equal" });
   });
 });
