@@ -1,17 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { buildApp } from "../../src/app.js";
-import { loadConfig } from "../../src/config.js";
-import { createWorkspace } from "../../src/core/workspaces.js";
 import type { PrismaClient } from "../../src/db/client.js";
 import type { Prisma, Revision } from "../../src/generated/prisma/client.js";
 import type { RevisionStatus } from "../../src/pipeline/machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
 import type { WorkerOptions } from "../../src/pipeline/worker.js";
-import { request, TEST_JWT_SECRET, TEST_SECRETS_KEY, type TestApp } from "../support/app.js";
+import { startTestApp, type TestApp } from "../support/app.js";
 
 /** Polls `read` until `done` holds for its value; fails with the last value seen after `timeoutMs`. */
 export async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
@@ -135,30 +129,9 @@ export class HeldRuntime implements Runtime {
   }
 }
 
-/**
- * startTestApp's app with pipeline worker options (short leases, small polls): the support file's
- * helper cannot pass build options.
- */
-export async function startPipelineApp(
+/** startTestApp's app with pipeline worker options (short leases, small polls). */
+export const startPipelineApp = (
   env: Record<string, string | undefined>,
   database: { url: string } | { snapshot: Blob },
   pipeline: Partial<WorkerOptions>,
-): Promise<TestApp> {
-  const config = loadConfig({
-    DATABASE_URL: "url" in database ? database.url : "memory://",
-    DATA_DIR: mkdtempSync(join(tmpdir(), "dcp-data-")),
-    SECRETS_KEY: TEST_SECRETS_KEY,
-    JWT_SECRET: TEST_JWT_SECRET,
-    LOG_LEVEL: "silent",
-    PIPELINE_STEP_MS: "20",
-    PORT: "0",
-    ...env,
-  });
-  const app = await buildApp(config, { pgliteSnapshot: "snapshot" in database ? database.snapshot : undefined, pipeline });
-  return {
-    app,
-    workspace: (options) => createWorkspace(app.db.prisma, { name: `ws-${randomUUID().slice(0, 8)}`, ...options }),
-    request: (method, path, options) => request(app, method, path, options),
-    close: () => app.stop(),
-  };
-}
+): Promise<TestApp> => startTestApp(env, database, { pipeline });

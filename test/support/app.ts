@@ -4,7 +4,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inject } from "vitest";
-import { type App, buildApp } from "../../src/app.js";
+import { type App, type BuildOptions, buildApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import { createWorkspace, type NewWorkspace } from "../../src/core/workspaces.js";
 import { adminQuery, withDatabase } from "./global-setup.js";
@@ -58,6 +58,7 @@ export interface TestResponse {
 export async function startTestApp(
   env: Record<string, string | undefined> = {},
   database?: { url: string } | { snapshot: Blob },
+  options: Omit<BuildOptions, "pgliteSnapshot"> = {},
 ): Promise<TestApp> {
   const db = database ?? (await createTestDatabase());
   const config = loadConfig({
@@ -70,7 +71,7 @@ export async function startTestApp(
     PORT: "0",
     ...env,
   });
-  const app = await buildApp(config, { pgliteSnapshot: "snapshot" in db ? db.snapshot : undefined });
+  const app = await buildApp(config, { ...options, pgliteSnapshot: "snapshot" in db ? db.snapshot : undefined });
   return {
     app,
     workspace: (options) => createWorkspace(app.db.prisma, { name: `ws-${randomUUID().slice(0, 8)}`, ...options }),

@@ -1,13 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { buildApp } from "../../src/app.js";
-import { loadConfig } from "../../src/config.js";
-import { createWorkspace } from "../../src/core/workspaces.js";
 import type { Sql } from "../../src/db/client.js";
 import { createLogger } from "../../src/logger.js";
-import { createTestDatabase, request, type TestApp, TEST_JWT_SECRET, TEST_SECRETS_KEY } from "./app.js";
+import { startTestApp, type TestApp } from "./app.js";
 
 /** What sealed secret values look like at rest (SecretBox: `v1.<key id>.<base64 iv|tag|data>`). */
 export const CIPHERTEXT = /^v1\.[0-9a-f]{8}\.[A-Za-z0-9+/]+={0,2}$/;
@@ -102,31 +96,15 @@ export interface GuardedTestApp extends TestApp {
  */
 export async function startGuardedTestApp(env: Record<string, string | undefined> = {}): Promise<GuardedTestApp> {
   const guard = new LeakGuard();
-  const db = await createTestDatabase();
-  const config = loadConfig({
-    DATABASE_URL: "url" in db ? db.url : "memory://",
-    DATA_DIR: mkdtempSync(join(tmpdir(), "dcp-data-")),
-    SECRETS_KEY: TEST_SECRETS_KEY,
-    JWT_SECRET: TEST_JWT_SECRET,
-    PIPELINE_STEP_MS: "20",
-    PORT: "0",
-    ...env,
-    LOG_LEVEL: "trace",
-  });
-  const app = await buildApp(config, {
-    logger: createLogger("trace", guard.destination),
-    pgliteSnapshot: "snapshot" in db ? db.snapshot : undefined,
-  });
+  const t = await startTestApp({ ...env, LOG_LEVEL: "trace" }, undefined, { logger: createLogger("trace", guard.destination) });
   return {
-    app,
+    ...t,
     guard,
-    workspace: (options) => createWorkspace(app.db.prisma, { name: `ws-${randomUUID().slice(0, 8)}`, ...options }),
     async request(method, path, options) {
-      const res = await request(app, method, path, options);
+      const res = await t.request(method, path, options);
       guard.recordResponse(`${method} ${path} -> ${res.status}`, res.headers, res.text);
       return res;
     },
-    assertNoLeaks: () => guard.assertNoLeaks(app.db.sql),
-    close: () => app.stop(),
+    assertNoLeaks: () => guard.assertNoLeaks(t.app.db.sql),
   };
 }
