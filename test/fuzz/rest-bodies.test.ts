@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.js";
 import { DatabaseWatch, bodyText, hostileBodies } from "../support/fuzz.js";
 import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
 import { expectRestAnswer } from "../support/fuzz-shapes.js";
+import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
 
 /**
  * Malformed and hostile bodies for every REST endpoint that reads one: never a 5xx, always the
@@ -13,18 +13,22 @@ import { expectRestAnswer } from "../support/fuzz-shapes.js";
 /** Cases per endpoint; with the other fuzz files the suite runs over 10,000 a run. */
 const RUNS = Number(process.env.FUZZ_RUNS ?? 500);
 
-let t: TestApp;
+let t: GuardedTestApp;
 let fx: Fixtures;
 let watch: DatabaseWatch;
 
 beforeAll(async () => {
   // No worker: only requests write, so any change after a refused one is the request's.
-  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
-  fx = await makeFixtures(t);
+  t = await startGuardedTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  // The bodies carry a secret: no answer, log line or row may show it.
+  fx = await makeFixtures(t, t.guard.secret());
   watch = new DatabaseWatch(t.app.db.sql);
   await watch.start();
 });
-afterAll(() => t.close());
+afterAll(async () => {
+  await t.assertNoLeaks();
+  await t.close();
+});
 
 const ENDPOINTS: { method: string; path: (fx: Fixtures) => string; bases: (fx: Fixtures) => object[] }[] = [
   { method: "POST", path: () => "/v2/deployments", bases: (f) => f.bodies.deploymentCreate },

@@ -1,11 +1,12 @@
 import fc from "fast-check";
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, it } from "vitest";
-import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
+import { TEST_JWT_SECRET } from "../support/app.js";
 import { DatabaseWatch, headerValue } from "../support/fuzz.js";
 import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
 import { fillPath, NOWHERE, ROUTES } from "../support/fuzz-routes.js";
 import { expectGraphQLAnswer, expectRestAnswer } from "../support/fuzz-shapes.js";
+import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
 
 /**
  * Hostile headers (credentials of every scheme, tenant ids, content types, Idempotency-Key, ...) on
@@ -15,7 +16,7 @@ import { expectGraphQLAnswer, expectRestAnswer } from "../support/fuzz-shapes.js
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1200);
 
-let t: TestApp;
+let t: GuardedTestApp;
 let fx: Fixtures;
 let watch: DatabaseWatch;
 let tokens: string[];
@@ -27,8 +28,9 @@ const sign = (claims: Record<string, unknown>, options: { secret?: string; expir
     .sign(new TextEncoder().encode(options.secret ?? TEST_JWT_SECRET));
 
 beforeAll(async () => {
-  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
-  fx = await makeFixtures(t);
+  t = await startGuardedTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  // The bodies carry a secret: no answer, log line or row may show it.
+  fx = await makeFixtures(t, t.guard.secret());
   const unsigned = (claims: object) => `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}.`;
   tokens = [
     await sign({ tenant_id: fx.ws.workspaceId, sub: "fuzz" }),
@@ -49,7 +51,10 @@ beforeAll(async () => {
   watch = new DatabaseWatch(t.app.db.sql);
   await watch.start();
 });
-afterAll(() => t.close());
+afterAll(async () => {
+  await t.assertNoLeaks();
+  await t.close();
+});
 
 function headers() {
   const id = (w: { workspaceId: string }) => [w.workspaceId, w.workspaceId.toUpperCase()];

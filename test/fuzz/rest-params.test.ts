@@ -1,11 +1,11 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REVISION_STATUSES } from "../../src/pipeline/machine.js";
-import { startTestApp, type TestApp } from "../support/app.js";
 import { DatabaseWatch, encodeHostile, hostileString } from "../support/fuzz.js";
 import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
 import { fillPath, paramsOf, type Route, ROUTES } from "../support/fuzz-routes.js";
 import { expectRestAnswer } from "../support/fuzz-shapes.js";
+import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
 
 /**
  * Hostile path ids for every REST endpoint that has one, and hostile query strings for every listing
@@ -15,15 +15,16 @@ import { expectRestAnswer } from "../support/fuzz-shapes.js";
 const PATH_RUNS = Number(process.env.FUZZ_RUNS ?? 100);
 const QUERY_RUNS = Number(process.env.FUZZ_RUNS ?? 200);
 
-let t: TestApp;
+let t: GuardedTestApp;
 let fx: Fixtures;
 let watch: DatabaseWatch;
 /** A real next_cursor of the installations listing, to tamper with. */
 let cursor: string;
 
 beforeAll(async () => {
-  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
-  fx = await makeFixtures(t);
+  t = await startGuardedTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  // The bodies carry a secret: no answer, log line or row may show it.
+  fx = await makeFixtures(t, t.guard.secret());
   await t.request("POST", "/v2/integrations/forge-codehost/installations", { key: fx.ws.apiKey, body: { installation_id: 99, name: "second" } });
   const page = await t.request("GET", "/v2/integrations/forge-codehost/installations?page_size=1", { key: fx.ws.apiKey });
   cursor = page.body.next_cursor;
@@ -31,7 +32,10 @@ beforeAll(async () => {
   watch = new DatabaseWatch(t.app.db.sql);
   await watch.start();
 });
-afterAll(() => t.close());
+afterAll(async () => {
+  await t.assertNoLeaks();
+  await t.close();
+});
 
 async function send(method: string, path: string, body?: object) {
   const res = await t.request(method, path, { key: fx.ws.apiKey, body });

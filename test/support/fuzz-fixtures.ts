@@ -71,7 +71,8 @@ async function created(t: TestApp, key: string, path: string, body: unknown): Pr
   return res.body;
 }
 
-export async function makeFixtures(t: TestApp): Promise<Fixtures> {
+/** `secret` is the value the bodies' secrets carry: a leak guard watches for it. */
+export async function makeFixtures(t: TestApp, secret = "fuzz-secret-value"): Promise<Fixtures> {
   const ws = await t.workspace();
   const orgWide = await t.workspace({ orgWide: true });
   const other = await t.workspace();
@@ -86,7 +87,7 @@ export async function makeFixtures(t: TestApp): Promise<Fixtures> {
     name: "fuzz-target", source: "internal_container", source_config: { deployment_type: "dev" }, source_revision_config: { image_uri: "r.example/a:1" },
   });
 
-  const secrets = [{ name: "API_TOKEN", value: "fuzz-secret" }];
+  const secrets = [{ name: "API_TOKEN", value: secret }];
   const secret_references = [{ name: "DB_URL", secret_name: "db", secret_key: "url" }];
   const managedConfig = { custom_url: "https://agent.example.com", resource_spec: FULL_RESOURCE_SPEC, install_command: "npm ci", build_command: "npm run build", build_on_push: true, repo_branch: "main", deployment_type: "dev" };
   const codehost = {
