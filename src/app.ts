@@ -77,7 +77,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   }
 
   const worker = config.pipeline.worker
-    ? new PipelineWorker(core.deps, new SimulatorRuntime(config.pipeline.stepMs), logger.child({ component: "pipeline" }), options.pipeline)
+    ? new PipelineWorker(core.deps, new SimulatorRuntime(config.pipeline.stepMs), logger.child({ component: "pipeline" }), {
+        leaseMs: config.pipeline.leaseMs,
+        ...options.pipeline,
+      })
     : null;
   worker?.start();
 

@@ -28,6 +28,8 @@ const envSchema = z.object({
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1).max(3_600_000).default(30_000),
   PIPELINE_STEP_MS: z.coerce.number().int().min(0).max(600_000).default(1500),
   PIPELINE_WORKER: z.enum(["on", "off"]).default("on"),
+  /** How long a claimed step stays a worker's without renewal: how soon a crashed process's steps run again. */
+  PIPELINE_LEASE_MS: z.coerce.number().int().min(1).max(3_600_000).default(10_000),
   DEPLOYMENT_DOMAIN: z.string().min(1).default("deployments.localhost"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
@@ -55,7 +57,7 @@ export interface Config {
     /** A request (headers and body) must arrive within this; slower clients get 408 and are cut off. */
     requestTimeoutMs: number;
   };
-  pipeline: { stepMs: number; worker: boolean };
+  pipeline: { stepMs: number; worker: boolean; leaseMs: number };
   deploymentDomain: string;
   logLevel: string;
   production: boolean;
@@ -99,7 +101,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       ratePerMinute: e.RATE_LIMIT_PER_MINUTE,
       requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     },
-    pipeline: { stepMs: e.PIPELINE_STEP_MS, worker: e.PIPELINE_WORKER === "on" },
+    pipeline: { stepMs: e.PIPELINE_STEP_MS, worker: e.PIPELINE_WORKER === "on", leaseMs: e.PIPELINE_LEASE_MS },
     deploymentDomain: e.DEPLOYMENT_DOMAIN,
     logLevel: e.LOG_LEVEL,
     production: e.NODE_ENV === "production",
