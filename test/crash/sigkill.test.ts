@@ -1,0 +1,213 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, describe, expect, it } from "vitest";
+import { type Database, openDatabase } from "../../src/db/client.js";
+import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/pipeline/machine.js";
+import { createTestDatabase } from "../support/app.js";
+import { type ServerProcess, spawnServer } from "../support/server-process.js";
+
+/**
+ * Crash safety: a real server process on a persistent database is killed with SIGKILL while its
+ * revisions are in every pipeline status, restarted, killed again mid-recovery, and restarted. Then
+ * every revision is terminal, each one's event log is a chain from CREATING with no gap and no
+ * repeat, never were two revisions of a deployment in flight at once, and every deployment and
+ * revision whose creation was answered is there.
+ */
+
+const API_KEY = "crash-test-api-key-0000000000000";
+const SETTINGS = {
+  BOOTSTRAP_API_KEY: API_KEY,
+  SECRETS_KEY: Buffer.alloc(32, 5).toString("base64"),
+  // Long enough that, created a few at a time, many revisions are under way at once.
+  PIPELINE_STEP_MS: "250",
+  // A dead process's steps are taken up again this soon after a restart.
+  PIPELINE_LEASE_MS: "400",
+  RATE_LIMIT_PER_MINUTE: "0",
+  LOG_LEVEL: "warn",
+};
+/** The statuses a revision can be killed in: the queue and every step. */
+const KILLABLE: RevisionStatus[] = ["CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING"];
+
+const servers = new Set<ServerProcess>();
+afterAll(async () => {
+  for (const server of servers) await server.kill("SIGKILL");
+});
+
+async function start(env: Record<string, string>): Promise<ServerProcess> {
+  const server = await spawnServer({ ...SETTINGS, ...env });
+  servers.add(server);
+  void server.exited.then(() => servers.delete(server));
+  return server;
+}
+
+async function call(server: ServerProcess, method: string, path: string, body?: unknown) {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { "x-api-key": API_KEY, "content-type": "application/json", accept: "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}\n${server.logTail()}`);
+  return JSON.parse(text) as Record<string, any>;
+}
+
+/** Every revision's status, through one GraphQL query. */
+async function statuses(server: ServerProcess): Promise<Map<string, RevisionStatus>> {
+  const data = await call(server, "POST", "/graphql", {
+    query: `{ deployments(first: 100) { totalCount edges { node { revisions(first: 40) { totalCount edges { node { uuid status } } } } } } }`,
+  });
+  const out = new Map<string, RevisionStatus>();
+  // One page must hold everything, or a revision would look lost.
+  expect(data.data.deployments.totalCount).toBeLessThanOrEqual(100);
+  for (const d of data.data.deployments.edges) {
+    expect(d.node.revisions.totalCount).toBeLessThanOrEqual(40);
+    for (const r of d.node.revisions.edges) out.set(r.node.uuid, r.node.status);
+  }
+  return out;
+}
+
+interface Known {
+  deployments: Set<string>;
+  revisions: Set<string>;
+}
+
+/** One round: two new deployments (managed or self-hosted) and a new revision of an earlier one. */
+async function round(server: ServerProcess, known: Known, listenerId: string, i: number): Promise<void> {
+  const create = async (n: number) => {
+    const selfHosted = n % 3 === 2;
+    const created = await call(server, "POST", "/v2/deployments", {
+      name: `crash-${n}`,
+      source: selfHosted ? "external_container" : "internal_container",
+      source_config: selfHosted ? { listener_id: listenerId } : { deployment_type: "dev" },
+      source_revision_config: { image_uri: `r.example/crash:${n}` },
+    });
+    known.deployments.add(created.id);
+    known.revisions.add(created.latest_revision_id);
+  };
+  await Promise.all([create(2 * i), create(2 * i + 1)]);
+  const ids = [...known.deployments];
+  if (i % 2 === 1 && ids.length > 2) {
+    // A new revision of an earlier deployment: it supersedes one not started, or queues behind one in flight.
+    const target = ids[(i * 7) % (ids.length - 1)]!;
+    const patched = await call(server, "PATCH", `/v2/deployments/${target}`, { source_revision_config: { image_uri: `r.example/crash:${i}b` } });
+    known.revisions.add(patched.latest_revision_id);
+  }
+}
+
+async function scenario(env: Record<string, string>, open: () => Promise<Database>) {
+  const known: Known = { deployments: new Set(), revisions: new Set() };
+  let server = await start(env);
+  const listenerId = (await call(server, "POST", "/v2/listeners", { compute_type: "k8s", compute_id: "crash-cluster", version: "1" })).id as string;
+
+  // 1. Load until revisions are in every status at once, then kill.
+  let i = 0;
+  let seen = new Set<RevisionStatus>();
+  const deadline = Date.now() + 30_000;
+  while (!KILLABLE.every((s) => seen.has(s))) {
+    if (Date.now() > deadline) throw new Error(`never saw every status at once; last: ${[...seen].join(", ")}`);
+    await round(server, known, listenerId, i++);
+    seen = new Set((await statuses(server)).values());
+  }
+  expect(await server.kill("SIGKILL")).toBe("SIGKILL");
+
+  // 2. Restart, add work while the dead process's leases run out and the pipeline resumes, kill again.
+  server = await start(env);
+  const resumed = Date.now();
+  while (Date.now() - resumed < 700) await round(server, known, listenerId, i++);
+  const midway = [...(await statuses(server)).values()].filter((s) => !isTerminal(s));
+  expect(midway.length).toBeGreaterThan(0);
+  await server.kill("SIGKILL");
+
+  // 3. Restart and let the pipeline finish everything.
+  server = await start(env);
+  const finished = Date.now() + 45_000;
+  for (;;) {
+    const now = await statuses(server);
+    if ([...known.revisions].every((id) => now.has(id)) && [...now.values()].every((s) => isTerminal(s))) break;
+    if (Date.now() > finished) {
+      const missing = [...known.revisions].filter((id) => !now.has(id));
+      throw new Error(`not finished: ${JSON.stringify([...now].filter(([, s]) => !isTerminal(s)))}; ${known.deployments.size} deployments, ${known.revisions.size} revisions known, ${now.size} seen, missing ${missing.join(",")}\n${server.logTail()}`);
+    }
+    await sleep(100);
+  }
+  expect(await server.kill("SIGTERM")).toBe(0);
+
+  const db = await open();
+  try {
+    await verify(db, known);
+  } finally {
+    await db.close();
+  }
+}
+
+async function verify(db: Database, known: Known) {
+  const deployments = await db.sql.query<{ id: string; latest_revision_id: string; active_revision_id: string | null; status: string }>(
+    `SELECT id::text, latest_revision_id::text, active_revision_id::text, status FROM deployments`,
+  );
+  const revisions = await db.sql.query<{ id: string; deployment_id: string; status: RevisionStatus }>(
+    `SELECT r.id::text, r.deployment_id::text, r.status FROM revisions r ORDER BY r.created_at DESC, r.id DESC`,
+  );
+  const events = await db.sql.query<{ id: string; revision_id: string; from_status: string | null; to_status: string }>(
+    `SELECT e.id::text, e.revision_id::text, e.from_status, e.to_status FROM revision_events e ORDER BY e.id`,
+  );
+  // Nothing answered as created is lost.
+  const deploymentIds = new Set(deployments.map((d) => d.id));
+  for (const id of known.deployments) expect(deploymentIds.has(id), `deployment ${id}`).toBe(true);
+  const revisionIds = new Set(revisions.map((r) => r.id));
+  for (const id of known.revisions) expect(revisionIds.has(id), `revision ${id}`).toBe(true);
+
+  for (const r of revisions) {
+    expect(isTerminal(r.status), `${r.id} is ${r.status}`).toBe(true);
+    const log = events.filter((e) => e.revision_id === r.id);
+    expect(log[0], r.id).toMatchObject({ from_status: null, to_status: "CREATING" });
+    for (let k = 1; k < log.length; k++) expect(log[k]!.from_status, `${r.id}: ${JSON.stringify(log)}`).toBe(log[k - 1]!.to_status);
+    const steps = log.map((e) => `${e.from_status}>${e.to_status}`);
+    expect(new Set(steps).size, `${r.id} repeats a transition: ${steps.join(" ")}`).toBe(steps.length);
+    expect(log.at(-1)!.to_status, r.id).toBe(r.status);
+  }
+
+  for (const d of deployments) {
+    const own = revisions.filter((r) => r.deployment_id === d.id);
+    // Newest first: the latest is the newest, and it finished as DEPLOYED (nothing was failing).
+    expect(d.latest_revision_id, d.id).toBe(own[0]!.id);
+    expect(own[0]!.status, d.id).toBe("DEPLOYED");
+    expect(d.active_revision_id, d.id).toBe(own[0]!.id);
+    expect(d.status).toBe("READY");
+    // Replayed in commit order, the deployment never had two revisions in flight.
+    const inFlight = new Set<string>();
+    for (const e of events.filter((ev) => own.some((r) => r.id === ev.revision_id))) {
+      if ((IN_FLIGHT_STATUSES as readonly string[]).includes(e.to_status)) inFlight.add(e.revision_id);
+      else inFlight.delete(e.revision_id);
+      expect(inFlight.size, d.id).toBeLessThanOrEqual(1);
+    }
+  }
+}
+
+// Each test run crashes the backend it tests: PGlite in a plain run, PostgreSQL when TEST_DATABASE_URL is set.
+describe("SIGKILL in every pipeline status, then restart", () => {
+  it.skipIf(process.env.TEST_DATABASE_URL)("on PGlite with a data directory", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "dcp-crash-"));
+    try {
+      // Seeded from the migrated snapshot: the server's first start skips initdb and migrations.
+      const seed = await createTestDatabase();
+      if (!("snapshot" in seed)) throw new Error("expected a PGlite snapshot");
+      await (await openDatabase({ kind: "pglite", dataDir: `${dataDir}/pglite` }, { pgliteSnapshot: seed.snapshot })).close();
+      await scenario({ DATA_DIR: dataDir }, () => openDatabase({ kind: "pglite", dataDir: `${dataDir}/pglite` }));
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 180_000);
+
+  it.skipIf(!process.env.TEST_DATABASE_URL)("on PostgreSQL", async () => {
+    const database = await createTestDatabase();
+    if (!("url" in database)) throw new Error("expected a PostgreSQL database");
+    const dataDir = mkdtempSync(join(tmpdir(), "dcp-crash-"));
+    try {
+      await scenario({ DATABASE_URL: database.url, DATA_DIR: dataDir }, () => openDatabase({ kind: "postgres", url: database.url }));
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 180_000);
+});

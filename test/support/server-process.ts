@@ -1,0 +1,92 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+/** Settings of the test run that must not leak into a server child's own. */
+const INHERITED_OUT = ["DATABASE_URL", "DATA_DIR", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER", "PIPELINE_LEASE_MS", "LOG_LEVEL", "PORT", "HOST"];
+
+/** A server child process: `node --import tsx src/main.ts`, what `npm start` runs. */
+export interface ServerProcess {
+  readonly url: string;
+  readonly pid: number;
+  /** Resolves with the exit code (or the signal's name) once the process has ended. */
+  readonly exited: Promise<number | string>;
+  /** Sends the signal and waits for the process to end. */
+  kill(signal: NodeJS.Signals): Promise<number | string>;
+  /** The last lines the server wrote, for failure messages. */
+  logTail(): string;
+}
+
+const children = new Set<ChildProcess>();
+// A failing test must not leave servers behind: the ones this process started go with it.
+process.on("exit", () => {
+  for (const child of children) child.kill("SIGKILL");
+});
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts a server with these settings and waits until /readyz answers 200. */
+export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<ServerProcess> {
+  const port = await freePort();
+  const base: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of INHERITED_OUT) delete base[name];
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    cwd: ROOT,
+    env: { ...base, HOST: "127.0.0.1", PORT: String(port), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.add(child);
+  const lines: string[] = [];
+  const keep = (chunk: Buffer) => {
+    lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
+    if (lines.length > 200) lines.splice(0, lines.length - 200);
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
+  const exited = new Promise<number | string>((resolve) =>
+    child.once("exit", (code, signal) => {
+      children.delete(child);
+      resolve(code ?? signal ?? "unknown");
+    }),
+  );
+  const url = `http://127.0.0.1:${port}`;
+  const logTail = () => lines.slice(-40).join("\n");
+  const deadline = Date.now() + readyTimeoutMs;
+  let ended = false;
+  void exited.then(() => (ended = true));
+  for (;;) {
+    if (ended) throw new Error(`the server exited before it was ready:\n${logTail()}`);
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`the server was not ready within ${readyTimeoutMs} ms:\n${logTail()}`);
+    }
+    try {
+      if ((await fetch(`${url}/readyz`)).status === 200) break;
+    } catch {
+      // Not listening yet.
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url,
+    pid: child.pid!,
+    exited,
+    logTail,
+    async kill(signal) {
+      if (!ended) child.kill(signal);
+      return exited;
+    },
+  };
+}
