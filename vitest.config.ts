@@ -16,5 +16,9 @@ export default defineConfig({
     // Each test file gets its own database (a PGlite snapshot or a PostgreSQL template copy).
     pool: "forks",
     maxWorkers: 2,
+    // Test files share each worker's module cache: importing the app (Prisma client, GraphQL schema)
+    // once per worker instead of once per file saves about a third of the suite's time. Files keep
+    // no module-level state of their own beyond what test/support caches on purpose.
+    isolate: false,
   },
 });
