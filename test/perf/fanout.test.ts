@@ -1,7 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type ClientRequest, request } from "node:http";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { subscribeWs, until, wsClient } from "../graphql/live.js";
+import { subscribeSse, subscribeWs, until, wsClient } from "../graphql/live.js";
 import { countSql } from "../graphql/sql-count.js";
 import { createDeployment, restId } from "../graphql/support.js";
 import type { GraphQueries } from "../../src/core/graph-queries.js";
@@ -21,6 +22,27 @@ beforeAll(async () => {
   ws = await t.workspace();
 });
 afterAll(() => t.close());
+// Each test counts feeds from zero: the previous test's feeds close once its clients are gone.
+beforeEach(() => until(() => t.app.core.watch.feedCount === 0, "earlier tests' feeds to close"));
+
+/** An SSE subscription over a real connection, resolved once its first result has arrived. */
+function sseOverHttp(base: string, key: string, query: string, variables: Record<string, unknown>): Promise<ClientRequest> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${base}/graphql`, {
+      method: "POST",
+      headers: { accept: "text/event-stream", "content-type": "application/json", "x-api-key": key },
+    });
+    req.on("response", (res) => {
+      let seen = "";
+      res.on("data", (chunk: Buffer) => {
+        seen += chunk.toString("utf8");
+        if (seen.includes("event: next")) resolve(req);
+      });
+    });
+    req.on("error", reject);
+    req.end(JSON.stringify({ query, variables }));
+  });
+}
 
 const statuses = (messages: { data?: any }[]) => messages.map((m) => m.data?.revisionStatusChanged?.status);
 
@@ -160,5 +182,36 @@ describe("subscribers of one revision share one feed", () => {
     } finally {
       await client.dispose();
     }
+  });
+
+  it("over SSE as well: one feed, one shared execution, and a stream that closes leaves the feed", async () => {
+    const before = t.app.core.watch.feedCount;
+    const d = await createDeployment(t, ws.apiKey);
+    const streams = Array.from({ length: 3 }, () => subscribeSse(t, ws.apiKey, WITH_EVENTS, { id: d.revisionId }));
+    await until(() => streams.every((s) => s.messages.length === 1), "every current status over SSE");
+    expect(t.app.core.watch.feedCount).toBe(before + 1);
+    const path = `/v2/deployments/${restId(d.id)}/revisions/${restId(d.revisionId)}/interrupt`;
+    const sql = countSql();
+    try {
+      expect((await t.request("POST", path, { key: ws.apiKey })).status).toBe(200);
+      await Promise.all(streams.map((s) => s.done));
+    } finally {
+      sql.restore();
+    }
+    for (const s of streams) {
+      expect(s.messages.at(-1)).toEqual({
+        data: { revisionStatusChanged: { status: "INTERRUPTED", revision: { events: [{ to: "CREATING" }, { to: "INTERRUPTED" }] } } },
+      });
+    }
+    // The interrupt, the feed's read and one read of the log for all three streams: not three.
+    expect(sql.count).toBe(await statementsForOneChange(1, WITH_EVENTS));
+    await until(() => t.app.core.watch.feedCount === before, "the feed to close");
+
+    // A client that goes away (its connection closes) leaves the feed.
+    const other = await createDeployment(t, ws.apiKey);
+    const leaving = await sseOverHttp(url, ws.apiKey, REVISION_STATUS, { id: other.revisionId });
+    expect(t.app.core.watch.feedCount).toBe(before + 1);
+    leaving.destroy();
+    await until(() => t.app.core.watch.feedCount === before, "the feed to close once the client left");
   });
 });
