@@ -2,16 +2,16 @@ import fc from "fast-check";
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import { TEST_JWT_SECRET } from "../support/app.js";
-import { DatabaseWatch, headerValue } from "../support/fuzz.js";
+import { DatabaseWatch, headerValue, hostileString, queryString } from "../support/fuzz.js";
 import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
 import { fillPath, NOWHERE, ROUTES } from "../support/fuzz-routes.js";
 import { expectGraphQLAnswer, expectRestAnswer } from "../support/fuzz-shapes.js";
 import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
 
 /**
- * Hostile headers (credentials of every scheme, tenant ids, content types, Idempotency-Key, ...) on
- * every REST endpoint and on /graphql, each otherwise a valid request: never a 5xx, always the
- * documented answer, and nothing written when refused.
+ * Hostile headers (credentials of every scheme, tenant ids, content types, Idempotency-Key, ...) and
+ * query strings on every REST endpoint and on /graphql, each otherwise a valid request: never a 5xx,
+ * always the documented answer, and nothing written when refused.
  */
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1200);
@@ -87,14 +87,19 @@ function headers() {
 
 const GRAPHQL = { method: "POST", template: "/graphql" } as const;
 
-describe("hostile headers", () => {
-  it(`on every REST endpoint and /graphql (${ROUTES.length + 1} routes)`, async () => {
+/** Every query parameter name any endpoint reads, and some none does; hostile values. */
+const QUERY_NAMES = ["limit", "offset", "name", "name_contains", "status", "deployment_ids", "page_size", "cursor", "query", "variables", "operationName", "extensions", "__proto__"];
+const hostileQuery = fc.option(queryString(Object.fromEntries(QUERY_NAMES.map((n) => [n, hostileString]))), { nil: undefined });
+
+describe("hostile headers and query strings", () => {
+  it(`with hostile query strings, on every REST endpoint and /graphql (${ROUTES.length + 1} routes)`, async () => {
     const routes = [...ROUTES, GRAPHQL];
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...routes), headers(), async (route, sent) => {
+      fc.asyncProperty(fc.constantFrom(...routes), headers(), hostileQuery, async (route, sent, query) => {
         const graphql = route === GRAPHQL;
         const bulk = route.method === "DELETE" && route.template === "/v2/deployments";
-        const path = graphql ? "/graphql" : fillPath(fx, route) + (bulk ? `?deployment_ids=${NOWHERE}` : "");
+        const params = [...(bulk ? [`deployment_ids=${NOWHERE}`] : []), ...(query ? [query] : [])];
+        const path = (graphql ? "/graphql" : fillPath(fx, route)) + (params.length > 0 ? `?${params.join("&")}` : "");
         const body = graphql ? { query: "{ viewer { uuid } }" } : "body" in route ? route.body?.(fx) : undefined;
         const res = await t.request(route.method, path, { rawBody: body === undefined ? undefined : JSON.stringify(body), headers: sent });
         const refused = graphql ? expectGraphQLAnswer(res) || res.status >= 400 : (expectRestAnswer(res), res.status >= 400);

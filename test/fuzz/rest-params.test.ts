@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REVISION_STATUSES } from "../../src/pipeline/machine.js";
-import { DatabaseWatch, encodeHostile, hostileString } from "../support/fuzz.js";
+import { DatabaseWatch, encodeHostile, hostileString, queryString } from "../support/fuzz.js";
 import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
 import { fillPath, paramsOf, type Route, ROUTES } from "../support/fuzz-routes.js";
 import { expectRestAnswer } from "../support/fuzz-shapes.js";
@@ -124,21 +124,6 @@ const LISTINGS: Listing[] = [
     }),
   },
 ];
-
-const encodings = ["encoded", "raw", "bare"] as const;
-
-/** A query string from (name, value) pairs: encoded, raw, or a name without `=`; names may repeat. */
-function queryString(params: Record<string, fc.Arbitrary<string>>): fc.Arbitrary<string> {
-  const names = Object.keys(params);
-  const pair = fc.oneof(
-    ...names.map((name) => fc.tuple(fc.constant(name), fc.oneof({ weight: 2, arbitrary: params[name]! }, { weight: 1, arbitrary: hostileString }))),
-    fc.tuple(hostileString, hostileString),
-  );
-  const part = fc.tuple(pair, fc.constantFrom(...encodings)).map(([[k, v], how]) =>
-    how === "encoded" ? `${encodeHostile(k)}=${encodeHostile(v)}` : how === "raw" ? `${k}=${v}`.replace(/[#\s]/g, "") : encodeHostile(k),
-  );
-  return fc.array(part, { minLength: 1, maxLength: 6 }).map((parts) => parts.join("&"));
-}
 
 describe("hostile query strings", () => {
   for (const listing of LISTINGS) {

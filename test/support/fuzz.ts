@@ -145,6 +145,21 @@ export function encodeHostile(s: string): string {
     .join("");
 }
 
+const encodings = ["encoded", "raw", "bare"] as const;
+
+/** A query string from (name, value) pairs: encoded, raw, or a name without `=`; names may repeat. */
+export function queryString(params: Record<string, fc.Arbitrary<string>>): fc.Arbitrary<string> {
+  const names = Object.keys(params);
+  const pair = fc.oneof(
+    ...names.map((name) => fc.tuple(fc.constant(name), fc.oneof({ weight: 2, arbitrary: params[name]! }, { weight: 1, arbitrary: hostileString }))),
+    fc.tuple(hostileString, hostileString),
+  );
+  const part = fc.tuple(pair, fc.constantFrom(...encodings)).map(([[k, v], how]) =>
+    how === "encoded" ? `${encodeHostile(k)}=${encodeHostile(v)}` : how === "raw" ? `${k}=${v}`.replace(/[#\s]/g, "") : encodeHostile(k),
+  );
+  return fc.array(part, { minLength: 1, maxLength: 6 }).map((parts) => parts.join("&"));
+}
+
 /** A JSON body as text; JSON.stringify cannot fail on what these arbitraries make. */
 export const bodyText = (body: { raw: string } | { json: unknown }) => ("raw" in body ? body.raw : JSON.stringify(body.json) ?? "");
 
