@@ -12,6 +12,7 @@ import { createContext, type GraphQLContext } from "./context.js";
 import { toGraphQLError } from "./errors.js";
 import { useRedactedSecretVariables } from "./redact.js";
 import { schema } from "./schema/index.js";
+import { useCompiledQueries } from "./jit.js";
 import { subscribeShared } from "./shared-execution.js";
 
 export const GRAPHQL_PATH = "/graphql";
@@ -88,6 +89,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
         blockFieldSuggestion: { enabled: options.production },
       }),
       useComplexityLimit(LIMITS.complexity),
+      useCompiledQueries(),
       // Over SSE too, subscribers of one change asking the same share one execution of it.
       { onSubscribe: ({ setSubscribeFn }) => setSubscribeFn(subscribeShared) } satisfies Plugin,
       ...(options.introspection ? [] : [useNoIntrospection()]),

@@ -1,0 +1,103 @@
+import {
+  type DocumentNode,
+  type ExecutionArgs,
+  type ExecutionResult,
+  type FieldNode,
+  getOperationAST,
+  getVariableValues,
+  GraphQLError,
+  visit,
+} from "graphql";
+import { compileQuery, type CompiledQuery, isCompiledQuery } from "graphql-jit";
+import type { Plugin } from "graphql-yoga";
+
+/** A document is compiled on its second run: a one-off (or a fuzzer's) query never pays for compiling. */
+const COMPILE_ON_RUN = 2;
+
+interface Entry {
+  runs: number;
+  /** null: not compiled (yet, or graphql-jit declined it: then graphql-js runs it for good). */
+  compiled: CompiledQuery | null;
+  failed: boolean;
+  /** Field nodes by "line:column", to give graphql-jit's errors back their nodes; built on first need. */
+  fields?: Map<string, FieldNode>;
+}
+
+/** By document (yoga's parse cache hands out the same object for the same text), then operation name. */
+const entries = new WeakMap<DocumentNode, Map<string, Entry>>();
+
+function entryFor(args: ExecutionArgs): Entry {
+  let byOperation = entries.get(args.document);
+  if (!byOperation) entries.set(args.document, (byOperation = new Map()));
+  const name = args.operationName ?? "";
+  let entry = byOperation.get(name);
+  if (!entry) byOperation.set(name, (entry = { runs: 0, compiled: null, failed: false }));
+  return entry;
+}
+
+function compiledFor(args: ExecutionArgs): { entry: Entry; compiled: CompiledQuery } | null {
+  const entry = entryFor(args);
+  if (entry.failed) return null;
+  if (!entry.compiled) {
+    if (++entry.runs < COMPILE_ON_RUN) return null;
+    try {
+      const result = compileQuery(args.schema, args.document, args.operationName ?? undefined);
+      if (isCompiledQuery(result)) entry.compiled = result;
+      else entry.failed = true;
+    } catch {
+      entry.failed = true;
+    }
+    if (!entry.compiled) return null;
+  }
+  return { entry, compiled: entry.compiled };
+}
+
+/**
+ * graphql-jit's errors carry locations but no AST nodes; error masking rebuilds errors from their
+ * nodes, so without them an error would lose its locations. The node is found by its location.
+ */
+function withNodes(errors: readonly GraphQLError[], document: DocumentNode, entry: Entry): GraphQLError[] {
+  entry.fields ??= fieldsByLocation(document);
+  return errors.map((error) => {
+    if (error.nodes || !error.locations?.length) return error;
+    const nodes = error.locations.flatMap(({ line, column }) => entry.fields!.get(`${line}:${column}`) ?? []);
+    if (nodes.length === 0) return error;
+    return new GraphQLError(error.message, { nodes, path: error.path, originalError: error.originalError, extensions: error.extensions });
+  });
+}
+
+function fieldsByLocation(document: DocumentNode): Map<string, FieldNode> {
+  const fields = new Map<string, FieldNode>();
+  visit(document, {
+    Field(node) {
+      if (node.loc) fields.set(`${node.loc.startToken.line}:${node.loc.startToken.column}`, node);
+    },
+  });
+  return fields;
+}
+
+async function runCompiled(args: ExecutionArgs, entry: Entry, compiled: CompiledQuery): Promise<ExecutionResult> {
+  const result = await compiled.query(args.rootValue, args.contextValue, args.variableValues);
+  return result.errors?.length ? { ...result, errors: withNodes(result.errors, args.document, entry) } : result;
+}
+
+/**
+ * Queries run compiled by graphql-jit once their document is seen again: a page of 100 deployments
+ * resolves some 8,000 fields, and graphql-js's generic walk over them (with its promise and
+ * allocation overhead) cost as much as the database work. Mutations and subscriptions keep
+ * graphql-js (they are small, and mutations must keep its exact variable errors, see redact.ts).
+ * Anything graphql-jit cannot compile runs on graphql-js as before.
+ */
+export function useCompiledQueries(): Plugin {
+  return {
+    onExecute({ args, setExecuteFn }) {
+      const operation = getOperationAST(args.document, args.operationName);
+      if (operation?.operation !== "query") return;
+      // Bad variables are told in graphql-js's words (and as a 400): graphql-js answers those.
+      const variables = getVariableValues(args.schema, operation.variableDefinitions ?? [], args.variableValues ?? {}, { maxErrors: 1 });
+      if (variables.errors) return;
+      const found = compiledFor(args);
+      if (found) setExecuteFn((a) => runCompiled(a, found.entry, found.compiled));
+    },
+  };
+}

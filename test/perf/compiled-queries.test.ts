@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { createDeployment, gql, gqlOk } from "../graphql/support.js";
+import { LIST_QUERY, NESTED_QUERY } from "../../bench/lib/queries.js";
+
+let t: TestApp;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  ws = await t.workspace();
+  for (let i = 0; i < 3; i++) {
+    const d = await createDeployment(t, ws.apiKey, { sourceConfig: { deploymentType: "DEV" } });
+    await gqlOk(t, ws.apiKey, `mutation($d: ID!) { revisionCreate(deploymentId: $d, input: {}) { revision { id } } }`, { d: d.id });
+  }
+  await gqlOk(t, ws.apiKey, `mutation { listenerCreate(input: {computeType: K8S, computeId: "c1", version: "1"}) { listener { id } } }`);
+});
+afterAll(() => t.close());
+
+// A query runs on graphql-js the first time and compiled (graphql-jit) from the second: both must answer alike.
+const QUERIES: [string, string, Record<string, unknown>][] = [
+  ["a page of deployments with every field", LIST_QUERY, { first: 100 }],
+  ["deployments with their latest revision and first revisions", NESTED_QUERY, { first: 10 }],
+  [
+    "paging, counts, filters, fragments, aliases, directives and typenames",
+    `query Q($n: Int!, $skip: Boolean!) {
+      viewer { __typename id uuid name }
+      byType: deployments(first: $n, filter: { deploymentType: DEV }) {
+        totalCount pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+        edges { cursor node { ...D revisions(last: 1) @skip(if: $skip) { totalCount edges { node { status } } } } }
+      }
+      listeners { totalCount edges { node { __typename id computeId } } }
+    }
+    fragment D on Deployment { __typename id uuid name status other: name }`,
+    { n: 2, skip: false },
+  ],
+  ["a variable of the wrong type", `query($n: Int!) { deployments(first: $n) { totalCount } }`, { n: "many" }],
+  ["an argument out of range", `{ deployments(first: 500) { totalCount } }`, {}],
+  ["a malformed cursor", `{ deployments(first: 1, after: "nope") { totalCount } }`, {}],
+];
+
+describe("compiled queries answer as graphql-js does", () => {
+  for (const [what, query, variables] of QUERIES) {
+    it(what, async () => {
+      const first = await gql(t, ws.apiKey, query, variables);
+      const second = await gql(t, ws.apiKey, query, variables);
+      const third = await gql(t, ws.apiKey, query, variables);
+      expect(second.status).toBe(first.status);
+      expect({ data: second.data, errors: second.errors }).toEqual({ data: first.data, errors: first.errors });
+      expect({ data: third.data, errors: third.errors }).toEqual({ data: first.data, errors: first.errors });
+    });
+  }
+
+  it("an unexpected error in a resolver: the same masked error, with its location and path", async () => {
+    const spy = vi.spyOn(t.app.core.graph, "workspace").mockRejectedValue(new Error("boom: internal detail"));
+    try {
+      const answers = [];
+      for (let i = 0; i < 3; i++) answers.push(await gql(t, ws.apiKey, `query Viewer { viewer { id } }`));
+      expect(answers[0]!.errors).toEqual([expect.objectContaining({ message: "Unexpected error.", locations: [{ line: 1, column: 16 }], path: ["viewer"] })]);
+      for (const a of answers.slice(1)) expect({ data: a.data, errors: a.errors }).toEqual({ data: answers[0]!.data, errors: answers[0]!.errors });
+    } finally {
+      spy.mockRestore();
+    }
+  });
+});
