@@ -5,19 +5,24 @@ import { uuidsOnly } from "./graph-queries.js";
 import type { KeysetArgs, KeysetPage } from "./pagination.js";
 import { DEFAULT_PAGE_SIZE } from "./relay.js";
 
-/** `revisions` columns as raw SQL returns them, renamed to the model's field names. */
-const camel = (column: string) => column.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+/** `revisions` columns as raw SQL returns them → the model's field names, each worked out once. */
+const fieldNames = new Map<string, string>();
+function fieldOf(column: string): string {
+  let name = fieldNames.get(column);
+  if (name === undefined) fieldNames.set(column, (name = column.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())));
+  return name;
+}
 
 function toRevision(row: Record<string, unknown>): Revision {
   const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(row)) if (key !== "rn") out[camel(key)] = value;
+  for (const column in row) out[fieldOf(column)] = row[column];
   return out as unknown as Revision;
 }
 
 /**
  * Revision pages of many deployments at once: for a page of deployments, each one's first N
  * revisions (newest first, optionally only some statuses, optionally past a cursor) cost one
- * windowed statement instead of one query per deployment. The page semantics are keysetPage's.
+ * statement instead of one query per deployment. The page semantics are keysetPage's.
  */
 export class RevisionPages {
   constructor(private readonly deps: CoreDeps) {}
@@ -74,20 +79,23 @@ export class RevisionPages {
     backward: boolean,
     take: number,
   ): Promise<Revision[]> {
-    const conditions = [Prisma.sql`r.workspace_id = ${tenant.workspaceId}::uuid`, Prisma.sql`r.deployment_id = ANY(${ids}::uuid[])`];
+    const conditions = [Prisma.sql`r.workspace_id = ${tenant.workspaceId}::uuid`, Prisma.sql`r.deployment_id = d.id`];
     if (statuses) conditions.push(Prisma.sql`r.status = ANY(${[...statuses]}::text[])`);
     // (created_at DESC, id DESC) order: "after" a position is lower in it, "before" is higher.
     if (args.after) conditions.push(Prisma.sql`(r.created_at, r.id) < (${args.after.createdAt}::timestamptz, ${args.after.id}::uuid)`);
     if (args.before) conditions.push(Prisma.sql`(r.created_at, r.id) > (${args.before.createdAt}::timestamptz, ${args.before.id}::uuid)`);
-    const order = backward ? Prisma.sql`r.created_at ASC, r.id ASC` : Prisma.sql`r.created_at DESC, r.id DESC`;
+    const direction = Prisma.raw(backward ? "ASC" : "DESC");
+    // Per deployment, the first `take` rows of its (deployment_id, created_at DESC, id DESC) index:
+    // n rows read each, however many revisions the deployments have.
     const rows = await this.deps.prisma.$queryRaw<Record<string, unknown>[]>(Prisma.sql`
-      SELECT * FROM (
-        SELECT r.*, row_number() OVER (PARTITION BY r.deployment_id ORDER BY ${order}) AS rn
-        FROM revisions r
+      SELECT page.* FROM unnest(${ids}::uuid[]) WITH ORDINALITY AS d(id, ord)
+      CROSS JOIN LATERAL (
+        SELECT r.* FROM revisions r
         WHERE ${Prisma.join(conditions, " AND ")}
-      ) ranked
-      WHERE rn <= ${take}
-      ORDER BY deployment_id, rn`);
+        ORDER BY r.created_at ${direction}, r.id ${direction}
+        LIMIT ${take}
+      ) page
+      ORDER BY d.ord, page.created_at ${direction}, page.id ${direction}`);
     return rows.map(toRevision);
   }
 }
