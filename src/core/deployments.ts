@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Deployment, Prisma, Revision } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
+import { deploymentWithLatestRevision } from "./deployment-reads.js";
 import { markDeleting } from "./deployment-status.js";
 import { badRequest, conflict, CoreError, invalid, notFound, type ValidationIssue } from "./errors.js";
 import { newestFirst, type OffsetPage } from "./pagination.js";
@@ -141,12 +142,9 @@ export class DeploymentService {
   }
 
   async get(tenant: Tenant, id: string): Promise<DeploymentWithRevision> {
-    const deployment = await this.deps.prisma.deployment.findFirst({ where: { id, workspaceId: tenant.workspaceId } });
-    if (!deployment) throw notFound("Deployment", id);
-    const latestRevision = deployment.latestRevisionId
-      ? await this.deps.prisma.revision.findUnique({ where: { id: deployment.latestRevisionId } })
-      : null;
-    return { ...deployment, latestRevision };
+    const found = await deploymentWithLatestRevision(this.deps.prisma, tenant.workspaceId, id);
+    if (!found) throw notFound("Deployment", id);
+    return found;
   }
 
   async list(tenant: Tenant, query: DeploymentFilter & { limit: number; offset: number }): Promise<OffsetPage<DeploymentWithRevision>> {
