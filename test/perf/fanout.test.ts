@@ -164,12 +164,15 @@ describe("subscribers of one revision share one feed", () => {
       const original = graph.eventsSince;
       graph.eventsSince = () => Promise.reject(new Error("connection to 10.0.0.7 refused: internal detail"));
       try {
-        await t.app.core.deps.events.publish({ type: "revision.status", workspaceId: ws.workspaceId, deploymentId: restId(d.id), revisionId, status: "QUEUED" });
-        for (const s of subs) {
-          const errors = await s.done.then(
+        // Handlers are attached before the streams can fail: a rejection seen late counts as unhandled.
+        const outcomes = subs.map((s) =>
+          s.done.then(
             () => null,
             (e: unknown) => e as { message: string; extensions?: { code?: string } }[],
-          );
+          ),
+        );
+        await t.app.core.deps.events.publish({ type: "revision.status", workspaceId: ws.workspaceId, deploymentId: restId(d.id), revisionId, status: "QUEUED" });
+        for (const errors of await Promise.all(outcomes)) {
           expect(errors).toEqual([expect.objectContaining({ message: "Unexpected error.", extensions: expect.objectContaining({ code: "INTERNAL_SERVER_ERROR" }) })]);
         }
       } finally {
