@@ -15,7 +15,7 @@ async function main() {
     throw err;
   }
   const logger = createLogger(config.logLevel);
-  const app = await buildApp(config, { logger });
+  const app = await buildApp(config, { logger, workerStart: "listen" });
   const url = await app.start();
   logger.info({ url, database: config.database.kind }, "ready");
 
