@@ -1,6 +1,6 @@
 // `npm start`: runs the bundled server (scripts/build.mjs), rebuilding it first when any file under
 // src/ is newer than the bundle, so that an edited checkout never runs stale code. Should bundling
-// be impossible (esbuild missing), the TypeScript sources run through tsx as before.
+// fail (build/ not writable, say), the TypeScript sources run through tsx as before.
 import { readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
