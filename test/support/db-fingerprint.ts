@@ -3,14 +3,12 @@ import type { Sql } from "../../src/db/client.js";
 /** Per table: its row count and an md5 of all its rows as text, in primary key order. */
 export type Fingerprint = Record<string, { rows: number; md5: string }>;
 
-let cachedQuery: { sql: Sql; text: string } | null = null;
+const cached = new WeakMap<Sql, { tables: { name: string; pk: string[] }[] }>();
 
-/**
- * One statement that fingerprints every table of the public schema. Built once per database from
- * the catalog (every table and its primary key), so that a table added later is covered too.
- */
-async function fingerprintQuery(sql: Sql): Promise<string> {
-  if (cachedQuery?.sql === sql) return cachedQuery.text;
+/** Every table of the public schema with its primary key, read once per database from the catalog. */
+async function tablesOf(sql: Sql): Promise<{ name: string; pk: string[] }[]> {
+  const known = cached.get(sql);
+  if (known) return known.tables;
   const tables = await sql.query<{ name: string; pk: string[] }>(`
     SELECT c.relname AS name,
            array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum)) AS pk
@@ -22,21 +20,36 @@ async function fingerprintQuery(sql: Sql): Promise<string> {
     GROUP BY c.relname
     ORDER BY c.relname`);
   if (tables.length === 0) throw new Error("no tables with a primary key in the public schema");
-  const ident = (s: string) => `"${s.replace(/"/g, '""')}"`;
-  const parts = tables.map(({ name, pk }) => {
-    const order = pk.map(ident).join(", ");
-    return `SELECT '${name.replace(/'/g, "''")}' AS name, count(*)::int AS rows,
-              coalesce(md5(string_agg(t::text, E'\\n' ORDER BY ${order})), '') AS md5
-            FROM ${ident(name)} t`;
-  });
-  cachedQuery = { sql, text: parts.join("\nUNION ALL\n") };
-  return cachedQuery.text;
+  cached.set(sql, { tables });
+  return tables;
 }
+
+const ident = (s: string) => `"${s.replace(/"/g, '""')}"`;
+const literal = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
 /** Row counts and a checksum of every table: equal fingerprints mean nothing was written. */
 export async function fingerprint(sql: Sql): Promise<Fingerprint> {
-  const rows = await sql.query<{ name: string; rows: number; md5: string }>(await fingerprintQuery(sql));
+  const parts = (await tablesOf(sql)).map(
+    ({ name, pk }) =>
+      `SELECT ${literal(name)} AS name, count(*)::int AS rows,
+         coalesce(md5(string_agg(t::text, E'\\n' ORDER BY ${pk.map(ident).join(", ")})), '') AS md5
+       FROM ${ident(name)} t`,
+  );
+  const rows = await sql.query<{ name: string; rows: number; md5: string }>(parts.join("\nUNION ALL\n"));
   return Object.fromEntries(rows.map((r) => [r.name, { rows: Number(r.rows), md5: r.md5 }]));
+}
+
+/**
+ * A cheap stamp of every table: its row count and the newest transaction id among its rows. Any
+ * committed insert, update or delete changes it (a new row version carries its writer's id, the
+ * newest), and, unlike a checksum, it reads no column values. Equal stamps: nothing was written.
+ */
+export async function writeStamp(sql: Sql): Promise<string> {
+  const parts = (await tablesOf(sql)).map(
+    ({ name }) => `SELECT ${literal(name)} AS name, count(*)::int AS n, coalesce(max(xmin::text::bigint), 0)::text AS x FROM ${ident(name)}`,
+  );
+  const rows = await sql.query<{ name: string; n: number; x: string }>(parts.join("\nUNION ALL\n"));
+  return rows.map((r) => `${r.name}:${r.n}:${r.x}`).join(" ");
 }
 
 /** The tables whose count or checksum differ, for a failure message that says where. */
