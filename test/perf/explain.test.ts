@@ -1,0 +1,219 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { Leases } from "../../src/pipeline/leases.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { LIST_QUERY, NESTED_QUERY } from "../../bench/lib/queries.js";
+
+/** Tables that grow with tenants: none of them may be read whole by a listing or a filter. */
+const TENANT_TABLES = ["deployments", "revisions", "revision_events", "listeners", "codehost_installations", "agent_connections", "api_keys", "idempotency_keys"];
+
+interface PlanNode {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  Plans?: PlanNode[];
+}
+
+interface Scans {
+  indexes: string[];
+  /** Tenant tables read by a sequential scan. */
+  sequential: string[];
+}
+
+function scans(node: PlanNode, out: Scans = { indexes: [], sequential: [] }): Scans {
+  if (node["Index Name"]) out.indexes.push(node["Index Name"]);
+  else if (node["Node Type"] === "Seq Scan" && TENANT_TABLES.includes(node["Relation Name"] ?? "")) out.sequential.push(node["Relation Name"]!);
+  for (const child of node.Plans ?? []) scans(child, out);
+  return out;
+}
+
+type Statement = { text: string; values: unknown[] };
+
+/** Records the SQL the app's pg clients send (Prisma's driver adapter goes through pg.Client#query). */
+function recordSql() {
+  const statements: Statement[] = [];
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  proto.query = function (this: unknown, ...args: unknown[]) {
+    const [config, values] = args;
+    if (typeof config === "string") statements.push({ text: config, values: Array.isArray(values) ? values : [] });
+    else if (config && typeof config === "object" && "text" in config) {
+      const c = config as { text: string; values?: unknown[] };
+      statements.push({ text: c.text, values: c.values ?? [] });
+    }
+    return original.apply(this, args);
+  };
+  return { statements, restore: () => (proto.query = original) };
+}
+
+/**
+ * PostgreSQL only: every listing and filter the service runs (REST and GraphQL), the worker's claim,
+ * and a subscription's read of a revision's log, EXPLAINed as they were sent, with sequential scans
+ * priced out (enable_seqscan = off): a statement that still reads a tenant table whole has no index
+ * it can use. With a handful of rows the planner would rightly scan whole tables; priced out, it
+ * shows which index it would take once the tables are large.
+ */
+describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
+  let t: TestApp;
+  let ws: NewWorkspace;
+  let explainer: pg.Client;
+  const ids = { deployment: "", revision: "", listener: "", other: "" };
+
+  beforeAll(async () => {
+    t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+    ws = await t.workspace();
+    const created = [];
+    for (const name of ["plan-a", "plan-b", "plan-c"]) {
+      const res = await t.request("POST", "/v2/deployments", {
+        key: ws.apiKey,
+        body: {
+          name,
+          source: "internal_container",
+          source_config: { deployment_type: "dev" },
+          source_revision_config: { image_uri: `registry.example.com/a/${name}:1` },
+          agent: { agent_id: "planner", environment: "staging" },
+        },
+      });
+      expect(res.status).toBe(201);
+      created.push(res.body as { id: string; latest_revision_id: string });
+    }
+    ids.deployment = created[0]!.id;
+    ids.revision = created[0]!.latest_revision_id;
+    ids.other = created[1]!.id;
+    const listener = await t.request("POST", "/v2/listeners", {
+      key: ws.apiKey,
+      body: { compute_type: "k8s", compute_id: "plan-cluster", compute_config: { k8s_namespaces: ["a"] }, version: "1" },
+    });
+    expect(listener.status).toBe(201);
+    ids.listener = listener.body.id;
+    expect((await t.request("POST", "/v2/integrations/forge-codehost/installations", { key: ws.apiKey, body: { installation_id: 4242, name: "plan-org" } })).status).toBe(201);
+    expect((await t.request("POST", "/v2/auth/agents/planner/connections", { key: ws.apiKey, body: { oauth_token_id: "github:plan" } })).status).toBe(201);
+
+    const database = t.app.config.database;
+    if (database.kind !== "postgres") throw new Error("expected PostgreSQL");
+    explainer = new pg.Client({ connectionString: database.url });
+    await explainer.connect();
+    await explainer.query("ANALYZE");
+    await explainer.query("SET enable_seqscan = off");
+  });
+  afterAll(async () => {
+    await explainer?.end();
+    await t?.close();
+  });
+
+  async function explain(statements: Statement[]): Promise<Scans[]> {
+    const plans: Scans[] = [];
+    for (const s of statements) {
+      if (!/^\s*(SELECT|WITH|UPDATE)/i.test(s.text)) continue;
+      const { rows } = await explainer.query<{ "QUERY PLAN": { Plan: PlanNode }[] }>(`EXPLAIN (FORMAT JSON) ${s.text}`, s.values);
+      plans.push(scans(rows[0]!["QUERY PLAN"][0]!.Plan));
+    }
+    return plans;
+  }
+
+  /** The plans of the statements one request runs (after a first call, so that the key is cached). */
+  async function plansOf(method: string, path: string, body?: unknown): Promise<Scans[]> {
+    const options = { key: ws.apiKey, ...(body !== undefined && { body }) };
+    expect((await t.request(method, path, options)).status).toBeLessThan(300);
+    const sql = recordSql();
+    try {
+      const res = await t.request(method, path, options);
+      expect(res.status, JSON.stringify(res.body).slice(0, 300)).toBeLessThan(300);
+      if (path === "/graphql") expect(res.body.errors).toBeUndefined();
+    } finally {
+      sql.restore();
+    }
+    return explain(sql.statements);
+  }
+
+  function expectIndexed(plans: Scans[], what: string) {
+    expect(plans.length, `${what}: statements read`).toBeGreaterThan(0);
+    for (const plan of plans) {
+      expect(plan.sequential, `${what}: tenant tables read whole`).toEqual([]);
+      expect(plan.indexes.length, `${what}: an index used`).toBeGreaterThan(0);
+    }
+  }
+
+  const gqlBody = (query: string, variables: Record<string, unknown> = {}) => ({ query, variables });
+
+  it("REST deployment listings, with each filter", async () => {
+    const queries = [
+      "limit=100",
+      "limit=10&offset=1",
+      "name=plan-a",
+      "name_contains=plan",
+      "status=AWAITING_DATABASE",
+      "deployment_type=dev",
+      "image_version=0.4.0",
+      () => `deployment_ids=${ids.deployment},${ids.other}`,
+      "url=https%3A%2F%2Fexample.com",
+      "remote_reconciled=false",
+      "tag_value_ids=0b5c2a4e-8f0e-4d8a-9d3e-1f2a3b4c5d6e",
+      "agent_id=planner",
+      "agent_environment=staging",
+    ];
+    for (const q of queries) {
+      const query = typeof q === "function" ? q() : q;
+      expectIndexed(await plansOf("GET", `/v2/deployments?${query}`), `GET /v2/deployments?${query}`);
+    }
+    expectIndexed(await plansOf("GET", `/v2/deployments/${ids.deployment}`), "GET /v2/deployments/{id}");
+  });
+
+  it("REST revisions, listeners, installations and connections", async () => {
+    const paths = [
+      `/v2/deployments/${ids.deployment}/revisions?limit=20`,
+      `/v2/deployments/${ids.deployment}/revisions?status=CREATING,SKIPPED`,
+      `/v2/deployments/${ids.deployment}/revisions/${ids.revision}`,
+      "/v2/listeners?limit=100",
+      `/v2/listeners/${ids.listener}`,
+      "/v2/integrations/forge-codehost/installations?page_size=100",
+      "/v1/integrations/codehost/install",
+      "/v2/auth/agents/planner/connections",
+    ];
+    for (const path of paths) expectIndexed(await plansOf("GET", path), `GET ${path}`);
+  });
+
+  it("GraphQL listings, filters and nested connections", async () => {
+    const filters = [
+      { name: "plan-a" },
+      { nameContains: "plan" },
+      { status: "AWAITING_DATABASE" },
+      { deploymentType: "DEV" },
+      { agentId: "planner", agentEnvironment: "STAGING" },
+      { remoteReconciled: false },
+      { imageVersion: "0.4.0" },
+      { url: "https://example.com" },
+    ];
+    for (const filter of filters) {
+      const query = `query($f: DeploymentFilter) { deployments(first: 10, filter: $f) { totalCount edges { node { uuid } } } }`;
+      expectIndexed(await plansOf("POST", "/graphql", gqlBody(query, { f: filter })), `GraphQL deployments(filter: ${JSON.stringify(filter)})`);
+    }
+    expectIndexed(await plansOf("POST", "/graphql", gqlBody(LIST_QUERY, { first: 100 })), "GraphQL deployments(first: 100)");
+    const nested = await plansOf("POST", "/graphql", gqlBody(NESTED_QUERY, { first: 100 }));
+    expectIndexed(nested, "GraphQL nested revisions");
+    // Each deployment's first revisions come from its own (deployment_id, created_at, id) index.
+    expect(nested.flatMap((p) => p.indexes)).toContain("revisions_deployment_id_created_at_id_idx");
+    const others = `{ listeners(first: 10) { totalCount edges { node { id } } } codehostInstallations(first: 10) { totalCount edges { node { id } } }
+      agentConnections(agentId: "planner", first: 10) { totalCount edges { node { id } } } }`;
+    expectIndexed(await plansOf("POST", "/graphql", gqlBody(others)), "GraphQL listeners, installations, connections");
+    const withEvents = `query($id: ID!) { node(id: $id) { ... on Deployment { revisions(first: 5, status: [CREATING]) { totalCount edges { node { events { to } } } } } } }`;
+    const globalId = Buffer.from(`Deployment:${ids.deployment}`).toString("base64");
+    expectIndexed(await plansOf("POST", "/graphql", gqlBody(withEvents, { id: globalId })), "GraphQL revisions by status with their events");
+  });
+
+  it("the pipeline worker's claim of due steps, and a subscription's read of a revision's log", async () => {
+    const sql = recordSql();
+    try {
+      await new Leases(t.app.db.prisma, "planner", 10_000).claim(16);
+      await t.app.core.graph.eventsSince({ organizationId: "", workspaceId: ws.workspaceId, actor: "" }, ids.revision, 0n);
+    } finally {
+      sql.restore();
+    }
+    const plans = await explain(sql.statements);
+    expect(plans).toHaveLength(2);
+    expectIndexed(plans, "claim and log");
+    expect(plans[0]!.indexes).toContain("revisions_next_step_at_idx");
+    expect(plans[1]!.indexes).toContain("revision_events_revision_id_id_idx");
+  });
+});
