@@ -1,5 +1,7 @@
 import type { DomainEvent, EventBus, Unsubscribe } from "../events/types.js";
 
+type Waiter<T> = { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void };
+
 /**
  * A stream that one side pushes into and the other iterates. Unlike an async generator, return()
  * takes effect at once even while the consumer is waiting, so an unsubscribing client frees its
@@ -8,7 +10,9 @@ import type { DomainEvent, EventBus, Unsubscribe } from "../events/types.js";
  */
 export class Channel<T> implements AsyncIterableIterator<T> {
   private queue: T[] | null = null;
-  private waiter: { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void } | null = null;
+  /** The consumer waiting for the next value; `more` holds any further ones (a consumer rarely overlaps its calls). */
+  private waiter: Waiter<T> | null = null;
+  private more: Waiter<T>[] | null = null;
   private failure: unknown = null;
   closed = false;
 
@@ -18,7 +22,7 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     if (this.closed) return;
     const waiter = this.waiter;
     if (waiter) {
-      this.waiter = null;
+      this.waiter = this.more?.shift() ?? null;
       waiter.resolve({ value, done: false });
     } else (this.queue ??= []).push(value);
   }
@@ -28,18 +32,22 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     if (this.closed) return;
     this.closed = true;
     this.failure = error ?? null;
-    const waiter = this.waiter;
-    this.waiter = null;
-    if (waiter && error) waiter.reject(error);
-    else waiter?.resolve({ value: undefined, done: true });
+    const waiting = this.waiter ? [this.waiter, ...(this.more ?? [])] : [];
+    this.waiter = this.more = null;
+    for (const waiter of waiting) {
+      if (error) waiter.reject(error);
+      else waiter.resolve({ value: undefined, done: true });
+    }
     this.onClose(this);
   }
 
   next(): Promise<IteratorResult<T>> {
     if (this.queue && this.queue.length > 0) return Promise.resolve({ value: this.queue.shift()!, done: false });
     if (this.closed) return this.failure ? Promise.reject(this.failure) : Promise.resolve({ value: undefined, done: true });
-    // One consumer per channel (graphql-js pulls one value at a time).
-    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+    return new Promise((resolve, reject) => {
+      if (this.waiter) (this.more ??= []).push({ resolve, reject });
+      else this.waiter = { resolve, reject };
+    });
   }
 
   return(): Promise<IteratorResult<T>> {
