@@ -67,13 +67,14 @@ runMain(async () => {
     const traffic = new Traffic(server.url);
     for (let i = 0; i < P.pinned; i++) await traffic.create(true);
     for (let i = 0; i < P.recycled; i++) await traffic.create(false);
+    // The subscribers run while the maximum is measured too: it is the maximum of the whole mix.
+    const subscriptions = new Subscriptions(server.url, traffic, P.followers);
+    subscriptions.start();
     process.stdout.write(`measuring the maximum for ${P.maxSeconds} s…\n`);
     const max = await measureMax(traffic);
     const rate = 0.8 * max;
     process.stdout.write(`maximum ${max.toFixed(0)} requests/s; soaking at ${rate.toFixed(0)}/s for ${SECONDS} s\n`);
-
-    const subscriptions = new Subscriptions(server.url, traffic, P.followers);
-    subscriptions.start();
+    const subscribed = { messages: subscriptions.messages, streams: subscriptions.streams };
     traffic.latencies.length = 0;
     const samples: Sample[] = [];
     const first = traffic.completed;
@@ -109,6 +110,8 @@ runMain(async () => {
     await subscriptions.stop();
     const requests = traffic.completed - first;
     marks.push({ atS: soakSeconds, completed: traffic.completed, errors: traffic.errors, latencies: traffic.latencies.length, load: load() });
+    subscriptions.messages -= subscribed.messages;
+    subscriptions.streams -= subscribed.streams;
     report({ max, rate, soakSeconds, requests, late, traffic, subscriptions, samples, marks });
     if (traffic.errors > 0 || !flatness(samples).flat) throw new Error(`soak failed: ${traffic.errors} errors, heap flat: ${flatness(samples).flat}`);
   } finally {
