@@ -15,7 +15,6 @@ import {
   AgentEnvironmentEnum,
   DeploymentStatusEnum,
   DeploymentTypeEnum,
-  RevisionSourceEnum,
   RevisionStatusEnum,
   SourceEnum,
 } from "./enums.js";
@@ -31,6 +30,7 @@ import {
   SourceConfigRef,
   SourceRevisionConfigInput,
   SourceRevisionConfigRef,
+  revisionChangeFields,
 } from "./source-config.js";
 
 /** Loads a revision the deployment points at; the loader batches these across a whole page. */
@@ -173,15 +173,7 @@ const DeploymentCreateInput = builder.inputType("DeploymentCreateInput", {
 const DeploymentUpdateInput = builder.inputType("DeploymentUpdateInput", {
   description:
     "A new revision is created when a sourceRevisionConfig field or secrets is given, or customUrl, resourceSpec, installCommand or buildCommand changes. integrationId, repoUrl, deploymentType and listenerId cannot change.",
-  fields: (t) => ({
-    revisionSource: t.field({ type: RevisionSourceEnum, description: "Build the new revision from another source than the deployment's." }),
-    sourceConfig: t.field({ type: SourceConfigInput }),
-    sourceRevisionConfig: t.field({ type: SourceRevisionConfigInput }),
-    secrets: t.field({ type: [SecretInput], description: "Replaces all secrets." }),
-    secretReferences: t.field({ type: [SecretReferenceInput] }),
-    shareable: t.boolean(),
-    routeThroughGateway: t.boolean(),
-  }),
+  fields: (t) => revisionChangeFields(t, "Build the new revision from another source than the deployment's."),
 });
 
 interface DeploymentPayload {

@@ -10,17 +10,14 @@ import type { GraphQLContext } from "../context.js";
 import { mutate, type UserError, UserErrorType } from "../errors.js";
 import { toRestBody } from "../input-names.js";
 import { registerNode, requireId } from "../nodes.js";
-import { RevisionSourceEnum, RevisionStatusEnum, SourceEnum } from "./enums.js";
+import { RevisionStatusEnum, SourceEnum } from "./enums.js";
 import { DeploymentRef, RevisionRef } from "./refs.js";
 import {
-  SecretInput,
   SecretRef,
-  SecretReferenceInput,
   SecretReferenceRef,
-  SourceConfigInput,
   SourceConfigRef,
-  SourceRevisionConfigInput,
   SourceRevisionConfigRef,
+  revisionChangeFields,
 } from "./source-config.js";
 
 const RevisionEventRef = builder.objectRef<RevisionEvent>("RevisionEvent").implement({
@@ -67,15 +64,7 @@ registerNode(RevisionRef, (ctx, id) => ctx.loaders.revision.load(id));
 
 export const RevisionCreateInput = builder.inputType("RevisionCreateInput", {
   description: "What the new revision changes; omitted fields keep the deployment's current values.",
-  fields: (t) => ({
-    revisionSource: t.field({ type: RevisionSourceEnum, description: "Build this revision from another source than the deployment's (managed cloud only)." }),
-    sourceConfig: t.field({ type: SourceConfigInput }),
-    sourceRevisionConfig: t.field({ type: SourceRevisionConfigInput }),
-    secrets: t.field({ type: [SecretInput], description: "Replaces all secrets." }),
-    secretReferences: t.field({ type: [SecretReferenceInput] }),
-    shareable: t.boolean(),
-    routeThroughGateway: t.boolean(),
-  }),
+  fields: (t) => revisionChangeFields(t, "Build this revision from another source than the deployment's (managed cloud only)."),
 });
 
 interface RevisionPayload {

@@ -1,8 +1,8 @@
 import { DEPLOYMENT_TYPES, type DeploymentType } from "../../core/schemas/source.js";
 import type { AgentEnvironment } from "../../core/schemas/agent.js";
-import { builder } from "../builder.js";
+import { builder, type Types } from "../builder.js";
 import { bool, type Obj, obj, str } from "../values.js";
-import { AgentEnvironmentEnum, DeploymentTypeEnum } from "./enums.js";
+import { AgentEnvironmentEnum, DeploymentTypeEnum, RevisionSourceEnum } from "./enums.js";
 import { ResourceSpecInput, ResourceSpecRef } from "./resource-spec.js";
 
 const ListenerConfig = builder.objectRef<Obj>("ListenerConfig").implement({
@@ -109,4 +109,18 @@ export const SecretReferenceInput = builder.inputType("SecretReferenceInput", {
 
 export const AgentInput = builder.inputType("AgentInput", {
   fields: (t) => ({ agentId: t.string({ required: true }), environment: t.field({ type: AgentEnvironmentEnum, required: true }) }),
+});
+
+/**
+ * What a new revision can change, shared by DeploymentUpdateInput and RevisionCreateInput (the
+ * body of PATCH /v2/deployments/{id} and of POST …/revisions).
+ */
+export const revisionChangeFields = (t: PothosSchemaTypes.InputFieldBuilder<Types, "InputObject">, revisionSource: string) => ({
+  revisionSource: t.field({ type: RevisionSourceEnum, description: revisionSource }),
+  sourceConfig: t.field({ type: SourceConfigInput }),
+  sourceRevisionConfig: t.field({ type: SourceRevisionConfigInput }),
+  secrets: t.field({ type: [SecretInput], description: "Replaces all secrets." }),
+  secretReferences: t.field({ type: [SecretReferenceInput] }),
+  shareable: t.boolean(),
+  routeThroughGateway: t.boolean(),
 });
