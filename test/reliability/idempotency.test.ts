@@ -6,17 +6,16 @@ import { IdempotencyService } from "../../src/core/idempotency.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { toErrorAnswer } from "../../src/rest/errors.js";
 import { idempotency } from "../../src/rest/idempotency.js";
-import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
+import { type TestApp, startTestApp } from "../support/app.js";
 
-let t: GuardedTestApp;
+let t: TestApp;
 let ws: NewWorkspace;
 
 beforeAll(async () => {
-  t = await startGuardedTestApp();
+  t = await startTestApp();
   ws = await t.workspace();
 });
 afterAll(async () => {
-  await t.assertNoLeaks();
   await t.close();
 });
 

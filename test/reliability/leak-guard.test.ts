@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { LeakGuard, type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
+import { LeakGuard } from "../support/leak-guard.js";
+import { type TestApp, startTestApp } from "../support/app.js";
 
 /** The guard must fail when a secret shows: otherwise every test that uses it proves nothing. */
 describe("LeakGuard", () => {
-  let t: GuardedTestApp;
+  let t: TestApp;
   beforeAll(async () => {
-    t = await startGuardedTestApp();
+    t = await startTestApp();
   });
   afterAll(() => t.close());
 
@@ -30,14 +31,48 @@ describe("LeakGuard", () => {
   });
 
   it("finds a response body that carries a secret through the app", async () => {
-    const ws = await t.workspace();
-    const secret = t.guard.secret();
-    // A listener's version is echoed back: a stand-in for any field that would leak a secret.
-    await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: secret } });
-    const leaks = await t.guard.findLeaks();
-    expect(leaks.some((l) => l.startsWith("POST /v2/listeners -> 201"))).toBe(true);
-    // ...and the row that stores it.
-    expect((await t.guard.findLeaks(t.app.db.sql)).some((l) => l.startsWith("table listeners"))).toBe(true);
+    // An app of its own: it leaks on purpose, so it stops without close()'s leak check.
+    const own = await startTestApp();
+    try {
+      const ws = await own.workspace();
+      const secret = own.guard.secret();
+      // A listener's version is echoed back: a stand-in for any field that would leak a secret.
+      await own.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: secret } });
+      const leaks = await own.guard.findLeaks();
+      expect(leaks.some((l) => l.startsWith("POST /v2/listeners -> 201"))).toBe(true);
+      // ...and the row that stores it.
+      expect((await own.guard.findLeaks(own.app.db.sql)).some((l) => l.startsWith("table listeners"))).toBe(true);
+      await expect(own.assertNoLeaks()).rejects.toThrow(/secret values leaked/);
+    } finally {
+      await own.app.stop();
+    }
+  });
+
+  it("registers by itself the secret values of every request body that passes app.fetch", async () => {
+    const own = await startTestApp();
+    try {
+      const ws = await own.workspace();
+      const value = `plain-${randomUUID()}`;
+      // Sent as a deployment secret (so registered), and echoed back as a listener's version.
+      const deployment = await own.request("POST", "/v2/deployments", {
+        key: ws.apiKey,
+        body: { name: "guarded", source: "internal_container", source_revision_config: { image_uri: "r.example/g:1" }, secrets: [{ name: "TOKEN", value }] },
+      });
+      expect(deployment.status).toBe(201);
+      expect(await own.guard.findLeaks()).toEqual([]);
+      await own.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: value } });
+      expect((await own.guard.findLeaks()).some((l) => l.startsWith("POST /v2/listeners -> 201"))).toBe(true);
+    } finally {
+      await own.app.stop();
+    }
+  });
+
+  it("leaves out short values and values the same body carries elsewhere", () => {
+    const guard = new LeakGuard();
+    guard.secretsIn(JSON.stringify({ secrets: [{ name: "A", value: "short" }] }));
+    guard.secretsIn(JSON.stringify({ name: "same-value-twice", secrets: [{ name: "B", value: "same-value-twice" }] }));
+    guard.record("answer", `{"detail":"short same-value-twice"}`);
+    return expect(guard.findLeaks()).resolves.toEqual([]);
   });
 
   it("finds secrets columns that hold anything but ciphertext", async () => {

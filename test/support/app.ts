@@ -7,7 +7,9 @@ import { inject } from "vitest";
 import { type App, type BuildOptions, buildApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
 import { createWorkspace, type NewWorkspace } from "../../src/core/workspaces.js";
+import { createLogger } from "../../src/logger.js";
 import { adminQuery, withDatabase } from "./global-setup.js";
+import { LeakGuard } from "./leak-guard.js";
 
 export const TEST_SECRETS_KEY = Buffer.alloc(32, 7).toString("base64");
 export const TEST_JWT_SECRET = "test-jwt-secret-that-is-at-least-32-characters";
@@ -27,11 +29,20 @@ export async function createTestDatabase(): Promise<{ url: string } | { snapshot
 }
 
 export interface TestApp {
+  /** Its fetch is watched by the guard (a server started with app.start() is not). */
   app: App;
+  /**
+   * Sees every log line (at trace level, unless options gave a logger of their own) and every request
+   * and answer through app.fetch; the secret values of request bodies are registered as they pass.
+   */
+  guard: LeakGuard;
   /** A new organisation with one workspace and a key bound to it. */
   workspace(options?: { orgWide?: boolean }): Promise<NewWorkspace>;
   /** Calls the app through app.fetch, with JSON in and out. */
   request(method: string, path: string, options?: RequestOptions): Promise<TestResponse>;
+  /** Fails when a registered secret showed in a log line, an answer or (in plain) a database row. */
+  assertNoLeaks(): Promise<void>;
+  /** Checks for leaks (so every test file does), then stops the app. */
   close(): Promise<void>;
 }
 
@@ -53,7 +64,8 @@ export interface TestResponse {
 
 /**
  * Builds the app as main.ts does, on a database of its own (or `database`, to run two instances on
- * one PostgreSQL), with a short pipeline step and silent logs unless env says otherwise.
+ * one PostgreSQL), with a short pipeline step, its logs at trace level into a leak guard, and its
+ * fetch watched by that guard: during the whole suite, no answer or log line may hold a secret.
  */
 export async function startTestApp(
   env: Record<string, string | undefined> = {},
@@ -66,17 +78,48 @@ export async function startTestApp(
     DATA_DIR: mkdtempSync(join(tmpdir(), "dcp-data-")),
     SECRETS_KEY: TEST_SECRETS_KEY,
     JWT_SECRET: TEST_JWT_SECRET,
-    LOG_LEVEL: "silent",
+    LOG_LEVEL: "trace",
     PIPELINE_STEP_MS: "20",
     PORT: "0",
     ...env,
   });
-  const app = await buildApp(config, { ...options, pgliteSnapshot: "snapshot" in db ? db.snapshot : undefined });
+  const guard = new LeakGuard();
+  const app = await buildApp(config, {
+    logger: createLogger(config.logLevel, guard.destination),
+    ...options,
+    pgliteSnapshot: "snapshot" in db ? db.snapshot : undefined,
+  });
+  app.fetch = watched(app.fetch, guard);
+  const assertNoLeaks = () => guard.assertNoLeaks(app.db.sql);
   return {
     app,
+    guard,
     workspace: (options) => createWorkspace(app.db.prisma, { name: `ws-${randomUUID().slice(0, 8)}`, ...options }),
     request: (method, path, options) => request(app, method, path, options),
-    close: () => app.stop(),
+    assertNoLeaks,
+    async close() {
+      try {
+        await assertNoLeaks();
+      } finally {
+        await app.stop();
+      }
+    },
+  };
+}
+
+/** Streams are left alone: reading a copy to its end would wait for the stream to end. */
+const STREAMING = /^(text\/event-stream|multipart\/)/;
+
+/** app.fetch, with every JSON request body's secrets registered and every answer recorded. */
+function watched(fetch: App["fetch"], guard: LeakGuard): App["fetch"] {
+  return async (request) => {
+    if (request.body && request.headers.get("content-type")?.includes("json")) guard.secretsIn(await request.clone().text());
+    const response = await fetch(request);
+    const { pathname } = new URL(request.url);
+    const where = `${request.method} ${pathname} -> ${response.status}`;
+    const streaming = STREAMING.test(response.headers.get("content-type") ?? "");
+    guard.recordResponse(where, response.headers, streaming || !response.body ? "" : await response.clone().text());
+    return response;
   };
 }
 

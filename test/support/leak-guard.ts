@@ -1,15 +1,20 @@
 import { randomUUID } from "node:crypto";
 import type { Sql } from "../../src/db/client.js";
-import { createLogger } from "../../src/logger.js";
-import { startTestApp, type TestApp } from "./app.js";
 
 /** What sealed secret values look like at rest (SecretBox: `v1.<key id>.<base64 iv|tag|data>`). */
 export const CIPHERTEXT = /^v1\.[0-9a-f]{8}\.[A-Za-z0-9+/]+={0,2}$/;
 
 /**
+ * Shorter secret values are not registered from request bodies: a fuzzer's short strings ("a",
+ * "true") turn up in any response by chance.
+ */
+const MIN_SEEN_SECRET_LENGTH = 12;
+
+/**
  * Watches everything a test file's app lets out (every log line at trace level, every response's
  * headers and body) and what it keeps (every row of every table), and fails when a registered
- * secret's plain value appears in any of them.
+ * secret's plain value appears in any of them. Every test app has one (test/support/app.ts): the
+ * secret values of every request body it is sent are registered as they pass.
  */
 export class LeakGuard {
   private readonly secrets = new Set<string>();
@@ -23,6 +28,26 @@ export class LeakGuard {
   secret(value: string = `s3cr3t-${randomUUID()}`): string {
     this.secrets.add(value);
     return value;
+  }
+
+  /**
+   * Registers the secret values a request body carries: the `value` of every entry of every
+   * `secrets` list, at any depth (REST bodies, GraphQL variables). A value that also appears
+   * elsewhere in the same body is left out: an echo of that other field would not be a leak.
+   */
+  secretsIn(body: string): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      return;
+    }
+    for (const value of secretValues(parsed)) {
+      if (value.length < MIN_SEEN_SECRET_LENGTH) continue;
+      const quoted = JSON.stringify(value);
+      if (body.indexOf(quoted) !== body.lastIndexOf(quoted)) continue;
+      this.secrets.add(value);
+    }
   }
 
   recordResponse(where: string, headers: Headers, text: string) {
@@ -58,6 +83,28 @@ export class LeakGuard {
   }
 }
 
+/** The `value` strings of the entries of every `secrets` array in a JSON value. */
+function secretValues(root: unknown): string[] {
+  const found: string[] = [];
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (Array.isArray(node)) stack.push(...node);
+    else if (node !== null && typeof node === "object") {
+      for (const [key, value] of Object.entries(node)) {
+        if (key === "secrets" && Array.isArray(value)) {
+          for (const entry of value) {
+            const secret = (entry as { value?: unknown } | null)?.value;
+            if (typeof secret === "string") found.push(secret);
+          }
+        }
+        stack.push(value);
+      }
+    }
+  }
+  return found;
+}
+
 /** Every row of every table as text. */
 async function databaseRows(sql: Sql): Promise<{ where: string; text: string }[]> {
   const tables = await sql.query<{ name: string }>(
@@ -82,29 +129,4 @@ async function plainSecretColumns(sql: Sql): Promise<string[]> {
     }
   }
   return problems;
-}
-
-export interface GuardedTestApp extends TestApp {
-  guard: LeakGuard;
-  /** Fails when any registered secret showed in a log line, a response or a database row. */
-  assertNoLeaks(): Promise<void>;
-}
-
-/**
- * startTestApp (same database set-up and settings), with logs at trace level into the guard and
- * every response recorded. Requests made around t.request (raw sockets, app.fetch) are not seen.
- */
-export async function startGuardedTestApp(env: Record<string, string | undefined> = {}): Promise<GuardedTestApp> {
-  const guard = new LeakGuard();
-  const t = await startTestApp({ ...env, LOG_LEVEL: "trace" }, undefined, { logger: createLogger("trace", guard.destination) });
-  return {
-    ...t,
-    guard,
-    async request(method, path, options) {
-      const res = await t.request(method, path, options);
-      guard.recordResponse(`${method} ${path} -> ${res.status}`, res.headers, res.text);
-      return res;
-    },
-    assertNoLeaks: () => guard.assertNoLeaks(t.app.db.sql),
-  };
 }
