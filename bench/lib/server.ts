@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import type { BenchDatabase } from "./database.js";
@@ -81,13 +81,28 @@ export function serverEnv(db: BenchDatabase, port: number, extra: Record<string,
   };
 }
 
-/** Starts `node --import tsx src/main.ts` (what `npm start` runs) with the probe, and waits for /readyz. */
+/** The server bundle `npm start` runs (scripts/build.mjs), rebuilt once per benchmark process from src/. */
+const BUNDLE = "build/server/main.mjs";
+let bundled = false;
+
+function bundle(): void {
+  if (bundled) return;
+  const built = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: ROOT, encoding: "utf8" });
+  if (built.status !== 0) throw new Error(`could not bundle the server: ${built.stderr}`);
+  bundled = true;
+}
+
+/**
+ * Starts the server bundle `npm start` runs, under plain node, with the probe (loaded through tsx,
+ * which only it needs), and waits for /readyz.
+ */
 export async function startServer(options: ServerOptions): Promise<BenchServer> {
+  bundle();
   const port = await freePort();
   const started = performance.now();
   const child = spawn(
     process.execPath,
-    ["--expose-gc", "--import", "tsx", "--import", "./bench/lib/probe.ts", "src/main.ts"],
+    ["--expose-gc", "--import", "tsx", "--import", "./bench/lib/probe.ts", BUNDLE],
     { cwd: ROOT, env: serverEnv(options.db, port, options.env), stdio: ["ignore", "pipe", "pipe", "ipc"] },
   );
   running.add(child);

@@ -10,7 +10,7 @@ import type { PrismaClient } from "../generated/prisma/client.js";
  */
 export const countingStatements = process.env.BENCH_COUNT_SQL === "1";
 
-let statements = 0;
+const COUNTER = Symbol.for("deployment-control-plane.statement-counter");
 
 export interface RecordedStatement {
   sql: string;
@@ -18,8 +18,12 @@ export interface RecordedStatement {
   params: string;
 }
 
-/** The most recent statements, for benchmarks that EXPLAIN what a request ran. */
-const recent: RecordedStatement[] = [];
+/**
+ * The count and the most recent statements (for benchmarks that EXPLAIN what a request ran). Kept
+ * on globalThis: the benchmarks' probe (bench/lib/probe.ts) imports this module from src/ while the
+ * server runs its bundled copy (build/server/main.mjs), and both must read the same count.
+ */
+const state = ((globalThis as { [COUNTER]?: { statements: number; recent: RecordedStatement[] } })[COUNTER] ??= { statements: 0, recent: [] });
 const RECENT = 200;
 
 /** Spread into PrismaClient's options: asks Prisma for query events, only when counting. */
@@ -31,9 +35,9 @@ export const statementLogOptions: { log?: [{ emit: "event"; level: "query" }] } 
 export function countStatements<P extends PrismaClient>(prisma: P): P {
   if (countingStatements) {
     (prisma as unknown as PrismaClient<"query">).$on("query", (event) => {
-      statements += 1;
-      recent.push({ sql: event.query, params: event.params });
-      if (recent.length > RECENT) recent.splice(0, recent.length - RECENT);
+      state.statements += 1;
+      state.recent.push({ sql: event.query, params: event.params });
+      if (state.recent.length > RECENT) state.recent.splice(0, state.recent.length - RECENT);
     });
   }
   return prisma;
@@ -41,10 +45,10 @@ export function countStatements<P extends PrismaClient>(prisma: P): P {
 
 /** Statements counted so far in this process (0 when counting is off). */
 export function statementCount(): number {
-  return statements;
+  return state.statements;
 }
 
 /** The statements counted since the count was `since` (at most the last 200). */
 export function statementsSince(since: number): RecordedStatement[] {
-  return recent.slice(Math.max(0, recent.length - (statements - since)));
+  return state.recent.slice(Math.max(0, state.recent.length - (state.statements - since)));
 }
