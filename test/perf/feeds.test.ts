@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { Channel } from "../../src/core/feeds.js";
+import { Channel, Feed } from "../../src/core/feeds.js";
+import { MemoryEventBus } from "../../src/events/memory.js";
+import { topics } from "../../src/events/types.js";
 
 describe("Channel (one per subscriber of a feed)", () => {
   it("hands values to waiting consumers in order, even when their calls overlap, then ends them all", async () => {
@@ -42,5 +44,39 @@ describe("Channel (one per subscriber of a feed)", () => {
     expect(left).toBe(true);
     leaving.push(1);
     expect(await leaving.next()).toEqual({ value: undefined, done: true });
+  });
+});
+
+/** A feed whose load publishes nothing and whose step publishes one terminal value, then finishes. */
+class OneLastChange extends Feed<string> {
+  protected async load(): Promise<void> {}
+  protected async step(): Promise<void> {
+    this.publish("last", true);
+    this.finish();
+  }
+}
+
+describe("Feed.finish", () => {
+  it("lets the last change reach every subscriber before any subscriber's stream completes", async () => {
+    const bus = new MemoryEventBus();
+    const feed = new OneLastChange(60_000, () => {});
+    feed.open(bus, topics.revision("r"), "ws-1");
+    const log: string[] = [];
+    // A consumer that pulls at once, and one that is busy (writing to its socket) until the next turn.
+    const consume = async (name: string, busy: boolean) => {
+      const channel = await feed.join();
+      for (;;) {
+        if (busy) await new Promise((r) => setImmediate(r));
+        const { value, done } = await channel.next();
+        log.push(`${name}:${done ? "done" : value}`);
+        if (done) return;
+      }
+    };
+    const consumers = [consume("quick", false), consume("busy", true)];
+    await new Promise((r) => setImmediate(r));
+    await bus.publish({ type: "revision.status", workspaceId: "ws-1", revisionId: "r", deploymentId: "d", status: "DEPLOYED" });
+    await Promise.all(consumers);
+    expect(log.filter((l) => l.endsWith(":last")).sort()).toEqual(["busy:last", "quick:last"]);
+    expect(log.findIndex((l) => l.endsWith(":done"))).toBeGreaterThan(Math.max(log.indexOf("quick:last"), log.indexOf("busy:last")));
   });
 });
