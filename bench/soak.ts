@@ -1,4 +1,4 @@
-import { appendFileSync, readFileSync } from "node:fs";
+import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
@@ -175,10 +175,7 @@ function report(r: { max: number; rate: number; soakSeconds: number; requests: n
   ].join("\n");
   process.stdout.write(`\n${block}\n`);
   if (opts["no-record"]) return;
-  const path = join(ROOT, "bench", "README.md");
-  const headings = [...readFileSync(path, "utf8").matchAll(/^## (.*)$/gm)].map((m) => m[1]);
-  // This section is the file's last: a run is appended under it, or the section is started at the end.
-  const intro = `\n## Soak\n\n\`npm run soak\` (not in CI; SOAK_SECONDS shortens it, \`--db postgres\` runs it on PostgreSQL): ${P.pinned + P.recycled} deployments under mixed REST and GraphQL traffic with graphql-ws subscriptions, at 80% of the maximum measured first for the same mix, against a server child process on 127.0.0.1. It passes when there are no errors and the server's heap after GC is flat after warm-up.\n`;
-  appendFileSync(path, `${headings.at(-1) === "Soak" ? "" : intro}\n${block}`);
+  // Under Results, with the benchmarks' tables: bench/README.md says what the soak does.
+  appendFileSync(join(ROOT, "bench", "README.md"), `\n${block}`);
   process.stdout.write("appended to bench/README.md\n");
 }
