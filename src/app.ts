@@ -11,6 +11,7 @@ import { loadSecretsKey, SecretBox } from "./core/secrets.js";
 import { bootstrap } from "./core/workspaces.js";
 import { type Database, openDatabase } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
+import { Vacuum } from "./db/vacuum.js";
 import { createEventBus } from "./events/index.js";
 import { createGraphQLServer, GRAPHQL_PATH } from "./graphql/server.js";
 import { attachWebSocket, type WebSocketFace } from "./graphql/ws.js";
@@ -28,6 +29,8 @@ export interface BuildOptions {
   pgliteSnapshot?: Blob;
   /** Pipeline worker tuning (tests: short leases and polls). */
   pipeline?: Partial<WorkerOptions>;
+  /** How often embedded PGlite is vacuumed (it has no autovacuum); default PGLITE_VACUUM_EVERY_MS. */
+  vacuumEveryMs?: number;
   /**
    * When the pipeline worker starts: at once (an app used through fetch alone, as tests do), or once
    * start() has the server listening and /readyz has answered ready, or a second later (main.ts), so
@@ -58,6 +61,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const migrations = await readMigrations();
   const applied = await migrate(db.sql, migrations);
   if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  const vacuum = db.kind === "pglite" ? new Vacuum(db.sql, logger).start(options.vacuumEveryMs) : null;
 
   const secretsKey = loadSecretsKey(config.secretsKey, config.dataDir);
   const events = await createEventBus(db, config.database.kind === "postgres" ? config.database.url : null, logger);
@@ -175,6 +179,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       // Before the database closes: steps in progress are aborted and their leases handed back.
       await worker?.stop();
       await events.close();
+      await vacuum?.stop();
       await db.close();
     },
   };
