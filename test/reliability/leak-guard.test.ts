@@ -48,7 +48,7 @@ describe("LeakGuard", () => {
     }
   });
 
-  it("registers by itself the secret values of every request body that passes app.fetch", async () => {
+  it("registers by itself the secret values of every request body the service accepts", async () => {
     const own = await startTestApp();
     try {
       const ws = await own.workspace();
@@ -67,12 +67,29 @@ describe("LeakGuard", () => {
     }
   });
 
-  it("leaves out short values and values the same body carries elsewhere", () => {
+  it("leaves out short and repetitive values, and values the same body carries elsewhere", () => {
     const guard = new LeakGuard();
-    guard.secretsIn(JSON.stringify({ secrets: [{ name: "A", value: "short" }] }));
-    guard.secretsIn(JSON.stringify({ name: "same-value-twice", secrets: [{ name: "B", value: "same-value-twice" }] }));
-    guard.record("answer", `{"detail":"short same-value-twice"}`);
+    guard.secretsIn(JSON.stringify({ secrets: [{ name: "A", value: "short" }, { name: "B", value: "ababababababab" }] }));
+    guard.secretsIn(JSON.stringify({ name: "same-value-twice", secrets: [{ name: "C", value: "same-value-twice" }] }));
+    guard.record("answer", `{"detail":"short ababababababab same-value-twice"}`);
     return expect(guard.findLeaks()).resolves.toEqual([]);
+  });
+
+  it("registers nothing from a body the service refused: it stored none of it", async () => {
+    const own = await startTestApp();
+    try {
+      const ws = await own.workspace();
+      const value = `refused-${randomUUID()}`;
+      const refused = await own.request("POST", "/v2/deployments", {
+        key: ws.apiKey,
+        body: { name: "", source: "internal_container", secrets: [{ name: "TOKEN", value }] },
+      });
+      expect(refused.status).toBe(422);
+      await own.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: value } });
+      expect(await own.guard.findLeaks()).toEqual([]);
+    } finally {
+      await own.app.stop();
+    }
   });
 
   it("finds secrets columns that hold anything but ciphertext", async () => {

@@ -110,11 +110,16 @@ export async function startTestApp(
 /** Streams are left alone: reading a copy to its end would wait for the stream to end. */
 const STREAMING = /^(text\/event-stream|multipart\/)/;
 
-/** app.fetch, with every JSON request body's secrets registered and every answer recorded. */
+/**
+ * app.fetch, with every answer recorded, and the secrets of every JSON request body the service
+ * accepted registered: the values it stores. (A refused body's secrets are not stored; that a 422 does
+ * not echo them is proven in test/reliability/secrets-end-to-end.test.ts.)
+ */
 function watched(fetch: App["fetch"], guard: LeakGuard): App["fetch"] {
   return async (request) => {
-    if (request.body && request.headers.get("content-type")?.includes("json")) guard.secretsIn(await request.clone().text());
+    const body = request.body && request.headers.get("content-type")?.includes("json") ? await request.clone().text() : null;
     const response = await fetch(request);
+    if (body && response.ok) guard.secretsIn(body);
     const { pathname } = new URL(request.url);
     const where = `${request.method} ${pathname} -> ${response.status}`;
     const streaming = STREAMING.test(response.headers.get("content-type") ?? "");

@@ -5,10 +5,10 @@ import type { Sql } from "../../src/db/client.js";
 export const CIPHERTEXT = /^v1\.[0-9a-f]{8}\.[A-Za-z0-9+/]+={0,2}$/;
 
 /**
- * Shorter secret values are not registered from request bodies: a fuzzer's short strings ("a",
- * "true") turn up in any response by chance.
+ * Values registered from request bodies must look like secrets: a fuzzer's short or repetitive
+ * strings ("a", "true", twelve spaces) turn up in other answers by chance.
  */
-const MIN_SEEN_SECRET_LENGTH = 12;
+const looksSecret = (value: string) => value.length >= 12 && new Set(value).size >= 6;
 
 /**
  * Watches everything a test file's app lets out (every log line at trace level, every response's
@@ -43,7 +43,7 @@ export class LeakGuard {
       return;
     }
     for (const value of secretValues(parsed)) {
-      if (value.length < MIN_SEEN_SECRET_LENGTH) continue;
+      if (!looksSecret(value)) continue;
       const quoted = JSON.stringify(value);
       if (body.indexOf(quoted) !== body.lastIndexOf(quoted)) continue;
       this.secrets.add(value);
