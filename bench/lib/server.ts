@@ -1,8 +1,11 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import type { BenchDatabase } from "./database.js";
 import type { ProbeReply, ProbeRequest } from "./probe.js";
+// Shared with the tests' server children.
+import { freePort, reaped } from "../../test/support/processes.js";
+
+export { freePort };
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 /** The key every benchmark server provisions at start (BOOTSTRAP_API_KEY) and every client sends. */
@@ -37,25 +40,6 @@ export interface BenchServer {
   stop(): Promise<void>;
   /** The last lines the server wrote, for error reports. */
   logTail(): string;
-}
-
-const running = new Set<ChildProcess>();
-// A benchmark that throws must not leave servers behind: kill the ones this process started.
-process.on("exit", () => {
-  for (const child of running) child.kill("SIGKILL");
-});
-
-/** A free TCP port on 127.0.0.1, picked by the kernel. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
 }
 
 /**
@@ -100,15 +84,15 @@ export async function startServer(options: ServerOptions): Promise<BenchServer> 
   bundle();
   const port = await freePort();
   const started = performance.now();
-  const child = spawn(
-    process.execPath,
-    ["--expose-gc", "--import", "tsx", "--import", "./bench/lib/probe.ts", BUNDLE],
-    { cwd: ROOT, env: serverEnv(options.db, port, options.env), stdio: ["ignore", "pipe", "pipe", "ipc"] },
+  const child = reaped(
+    spawn(process.execPath, ["--expose-gc", "--import", "tsx", "--import", "./bench/lib/probe.ts", BUNDLE], {
+      cwd: ROOT,
+      env: serverEnv(options.db, port, options.env),
+      stdio: ["ignore", "pipe", "pipe", "ipc"],
+    }),
   );
-  running.add(child);
   const tail = captureTail(child);
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  void exited.then(() => running.delete(child));
 
   const url = `http://127.0.0.1:${port}`;
   try {

@@ -91,22 +91,26 @@ export class Watcher {
   }
 }
 
-/** A revision's status: its event log is the truth, read past the last entry seen. */
-class RevisionFeed extends Feed<RevisionStatusChange> {
-  private lastId: bigint | null = null;
-
+/** A feed of one object (a revision or a deployment) of one workspace. */
+abstract class ObjectFeed<T> extends Feed<T> {
   constructor(
-    private readonly graph: GraphQueries,
-    private readonly tenant: Tenant,
-    private readonly revisionId: string,
+    protected readonly graph: GraphQueries,
+    protected readonly tenant: Tenant,
+    protected readonly id: string,
     forget: () => void,
   ) {
     super(RECHECK_MS, forget);
   }
+}
+
+/** A revision's status: its event log is the truth, read past the last entry seen. */
+class RevisionFeed extends ObjectFeed<RevisionStatusChange> {
+  private lastId: bigint | null = null;
+
 
   protected async load(): Promise<void> {
-    const [revision] = await this.graph.revisionsByIds(this.tenant, [this.revisionId]);
-    if (!revision) throw notFound("Revision", this.revisionId);
+    const [revision] = await this.graph.revisionsByIds(this.tenant, [this.id]);
+    if (!revision) throw notFound("Revision", this.id);
     // The log's newest entry is the current status, and later entries are changes.
     const last = (await this.graph.eventsSince(this.tenant, revision.id, null)).at(-1);
     this.lastId = last?.id ?? null;
@@ -118,9 +122,9 @@ class RevisionFeed extends Feed<RevisionStatusChange> {
   }
 
   protected async step(): Promise<void> {
-    const entries = await this.graph.eventsSince(this.tenant, this.revisionId, this.lastId);
+    const entries = await this.graph.eventsSince(this.tenant, this.id, this.lastId);
     if (entries.length === 0) return;
-    const [revision] = await this.graph.revisionsByIds(this.tenant, [this.revisionId]);
+    const [revision] = await this.graph.revisionsByIds(this.tenant, [this.id]);
     if (!revision) return this.finish();
     for (const entry of entries) {
       this.lastId = entry.id;
@@ -140,25 +144,17 @@ const change = (revision: Revision, entry: RevisionEvent): RevisionStatusChange 
 });
 
 /** A deployment's status: each change the bus tells of is shown, even if a later one already landed. */
-class DeploymentStatusFeed extends Feed<DeploymentStatusChange> {
+class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
   private pending: string[] = [];
   private status = "";
 
-  constructor(
-    private readonly graph: GraphQueries,
-    private readonly tenant: Tenant,
-    private readonly deploymentId: string,
-    forget: () => void,
-  ) {
-    super(RECHECK_MS, forget);
-  }
 
   protected override received(event: DomainEvent): void {
     if (event.type === "deployment.status") this.pending.push(event.status);
   }
 
   protected async load(): Promise<void> {
-    const deployment = await requireDeployment(this.graph, this.tenant, this.deploymentId);
+    const deployment = await requireDeployment(this.graph, this.tenant, this.id);
     this.status = deployment.status;
     this.publish({ deploymentId: deployment.id, deployment, status: this.status }, true);
     if (this.status === "AWAITING_DELETE") this.finish();
@@ -167,11 +163,11 @@ class DeploymentStatusFeed extends Feed<DeploymentStatusChange> {
   protected async step(): Promise<void> {
     const changes = this.pending.splice(0);
     if (changes.length === 0) return;
-    const [now] = await this.graph.deploymentsByIds(this.tenant, [this.deploymentId]);
+    const [now] = await this.graph.deploymentsByIds(this.tenant, [this.id]);
     for (const next of changes) {
       if (next === this.status) continue;
       this.status = next;
-      this.publish({ deploymentId: this.deploymentId, deployment: now ?? null, status: next }, true);
+      this.publish({ deploymentId: this.id, deployment: now ?? null, status: next }, true);
       if (next === "AWAITING_DELETE") return this.finish();
     }
     if (!now) this.finish();
@@ -179,24 +175,16 @@ class DeploymentStatusFeed extends Feed<DeploymentStatusChange> {
 }
 
 /** New revisions of a deployment and its revisions' status changes; nothing is sent on joining. */
-class DeploymentRevisionsFeed extends Feed<DeploymentRevisionChange> {
+class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
   private pending: Extract<DomainEvent, { revisionId: string }>[] = [];
 
-  constructor(
-    private readonly graph: GraphQueries,
-    private readonly tenant: Tenant,
-    private readonly deploymentId: string,
-    forget: () => void,
-  ) {
-    super(RECHECK_MS, forget);
-  }
 
   protected override received(event: DomainEvent): void {
     if (event.type !== "deployment.status") this.pending.push(event);
   }
 
   protected async load(): Promise<void> {
-    await requireDeployment(this.graph, this.tenant, this.deploymentId);
+    await requireDeployment(this.graph, this.tenant, this.id);
   }
 
   protected async step(): Promise<void> {
@@ -205,7 +193,7 @@ class DeploymentRevisionsFeed extends Feed<DeploymentRevisionChange> {
     // Who was subscribed when these events came: a later subscriber sees only later events.
     const audience = this.audience();
     const [[deployment], revisions] = await Promise.all([
-      this.graph.deploymentsByIds(this.tenant, [this.deploymentId]),
+      this.graph.deploymentsByIds(this.tenant, [this.id]),
       this.graph.revisionsByIds(this.tenant, events.map((e) => e.revisionId)),
     ]);
     if (!deployment) return this.finish();

@@ -1,10 +1,10 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DatabaseWatch, editedBody, fieldNamesOf, hostileJson, hostileString } from "../support/fuzz.js";
-import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
+import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { NOWHERE } from "../support/fuzz-routes.js";
 import { expectGraphQLAnswer } from "../support/fuzz-shapes.js";
-import { type TestApp, startTestApp } from "../support/app.js";
+import type { TestApp } from "../support/app.js";
 
 /**
  * Hostile variables for every GraphQL mutation (and the query fields that take arguments): never a
@@ -20,15 +20,10 @@ let fx: Fixtures;
 let watch: DatabaseWatch;
 
 beforeAll(async () => {
-  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
-  // The bodies carry a secret: no answer, log line or row may show it.
-  fx = await makeFixtures(t, t.guard.secret());
-  watch = new DatabaseWatch(t.app.db.sql);
-  await watch.start();
+  ({ t, fx } = await startFuzzApp());
+  watch = await DatabaseWatch.started(t.app.db.sql);
 });
-afterAll(async () => {
-  await t.close();
-});
+afterAll(() => t.close());
 
 const gid = (typename: string, id: string) => Buffer.from(`${typename}:${id}`).toString("base64");
 const camel = (key: string) => key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());

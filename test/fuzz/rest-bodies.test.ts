@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DatabaseWatch, bodyText, hostileBodies } from "../support/fuzz.js";
-import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
+import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { expectRestAnswer } from "../support/fuzz-shapes.js";
-import { type TestApp, startTestApp } from "../support/app.js";
+import type { TestApp } from "../support/app.js";
 
 /**
  * Malformed and hostile bodies for every REST endpoint that reads one: never a 5xx, always the
@@ -18,16 +18,10 @@ let fx: Fixtures;
 let watch: DatabaseWatch;
 
 beforeAll(async () => {
-  // No worker: only requests write, so any change after a refused one is the request's.
-  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
-  // The bodies carry a secret: no answer, log line or row may show it.
-  fx = await makeFixtures(t, t.guard.secret());
-  watch = new DatabaseWatch(t.app.db.sql);
-  await watch.start();
+  ({ t, fx } = await startFuzzApp());
+  watch = await DatabaseWatch.started(t.app.db.sql);
 });
-afterAll(async () => {
-  await t.close();
-});
+afterAll(() => t.close());
 
 const ENDPOINTS: { method: string; path: (fx: Fixtures) => string; bases: (fx: Fixtures) => object[] }[] = [
   { method: "POST", path: () => "/v2/deployments", bases: (f) => f.bodies.deploymentCreate },

@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, it } from "vitest";
-import { TEST_JWT_SECRET, type TestApp, startTestApp } from "../support/app.js";
+import { TEST_JWT_SECRET, type TestApp } from "../support/app.js";
 import { DatabaseWatch, headerValue, hostileString, queryString } from "../support/fuzz.js";
-import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
+import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { fillPath, NOWHERE, ROUTES } from "../support/fuzz-routes.js";
 import { expectGraphQLAnswer, expectRestAnswer } from "../support/fuzz-shapes.js";
 
@@ -27,9 +27,7 @@ const sign = (claims: Record<string, unknown>, options: { secret?: string; expir
     .sign(new TextEncoder().encode(options.secret ?? TEST_JWT_SECRET));
 
 beforeAll(async () => {
-  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
-  // The bodies carry a secret: no answer, log line or row may show it.
-  fx = await makeFixtures(t, t.guard.secret());
+  ({ t, fx } = await startFuzzApp());
   const unsigned = (claims: object) => `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}.`;
   tokens = [
     await sign({ tenant_id: fx.ws.workspaceId, sub: "fuzz" }),
@@ -47,12 +45,9 @@ beforeAll(async () => {
     "a.b.c",
     "..",
   ];
-  watch = new DatabaseWatch(t.app.db.sql);
-  await watch.start();
+  watch = await DatabaseWatch.started(t.app.db.sql);
 });
-afterAll(async () => {
-  await t.close();
-});
+afterAll(() => t.close());
 
 function headers() {
   const id = (w: { workspaceId: string }) => [w.workspaceId, w.workspaceId.toUpperCase()];

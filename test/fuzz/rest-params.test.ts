@@ -2,10 +2,10 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REVISION_STATUSES } from "../../src/pipeline/machine.js";
 import { DatabaseWatch, encodeHostile, hostileString, queryString } from "../support/fuzz.js";
-import { type Fixtures, makeFixtures } from "../support/fuzz-fixtures.js";
+import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { fillPath, paramsOf, type Route, ROUTES } from "../support/fuzz-routes.js";
 import { expectRestAnswer } from "../support/fuzz-shapes.js";
-import { type TestApp, startTestApp } from "../support/app.js";
+import type { TestApp } from "../support/app.js";
 
 /**
  * Hostile path ids for every REST endpoint that has one, and hostile query strings for every listing
@@ -22,19 +22,14 @@ let watch: DatabaseWatch;
 let cursor: string;
 
 beforeAll(async () => {
-  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
-  // The bodies carry a secret: no answer, log line or row may show it.
-  fx = await makeFixtures(t, t.guard.secret());
+  ({ t, fx } = await startFuzzApp());
   await t.request("POST", "/v2/integrations/forge-codehost/installations", { key: fx.ws.apiKey, body: { installation_id: 99, name: "second" } });
   const page = await t.request("GET", "/v2/integrations/forge-codehost/installations?page_size=1", { key: fx.ws.apiKey });
   cursor = page.body.next_cursor;
   expect(cursor).toEqual(expect.any(String));
-  watch = new DatabaseWatch(t.app.db.sql);
-  await watch.start();
+  watch = await DatabaseWatch.started(t.app.db.sql);
 });
-afterAll(async () => {
-  await t.close();
-});
+afterAll(() => t.close());
 
 async function send(method: string, path: string, body?: object) {
   const res = await t.request(method, path, { key: fx.ws.apiKey, body });

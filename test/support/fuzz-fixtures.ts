@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { expect } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
-import type { TestApp } from "./app.js";
+import { startTestApp, type TestApp } from "./app.js";
 
 /**
  * A workspace holding one object of every kind, and a valid request body for every endpoint that
@@ -69,6 +69,16 @@ async function created(t: TestApp, key: string, path: string, body: unknown): Pr
   const res = await t.request("POST", path, { key, body });
   expect(res.status, res.text).toBe(201);
   return res.body;
+}
+
+/**
+ * The app a fuzz file drives, and its fixtures: no pipeline worker (only requests write, so any
+ * change after a refused request is that request's), no rate limit, and bodies whose secrets carry a
+ * value the app's leak guard watches for (no answer, log line or row may show it).
+ */
+export async function startFuzzApp(): Promise<{ t: TestApp; fx: Fixtures }> {
+  const t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  return { t, fx: await makeFixtures(t, t.guard.secret()) };
 }
 
 /** `secret` is the value the bodies' secrets carry: a leak guard watches for it. */

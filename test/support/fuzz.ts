@@ -183,6 +183,13 @@ export class DatabaseWatch {
 
   constructor(private readonly sql: Sql) {}
 
+  /** A watch of the database as it is now. */
+  static async started(sql: Sql): Promise<DatabaseWatch> {
+    const watch = new DatabaseWatch(sql);
+    await watch.start();
+    return watch;
+  }
+
   async start(): Promise<void> {
     this.baseline = await fingerprint(this.sql);
     this.stamp = await writeStamp(this.sql);

@@ -1,13 +1,13 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { createServer } from "node:net";
+import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { freePort, reaped } from "./processes.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /** Settings of the test run that must not leak into a server child's own. */
 const INHERITED_OUT = ["DATABASE_URL", "DATA_DIR", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER", "PIPELINE_LEASE_MS", "LOG_LEVEL", "PORT", "HOST"];
 
-/** A server child process: `node --import tsx src/main.ts`, what `npm start` runs. */
+/** A server child process: `node --import tsx src/main.ts`, the service's entry point from its sources. */
 export interface ServerProcess {
   readonly url: string;
   readonly pid: number;
@@ -19,35 +19,18 @@ export interface ServerProcess {
   logTail(): string;
 }
 
-const children = new Set<ChildProcess>();
-// A failing test must not leave servers behind: the ones this process started go with it.
-process.on("exit", () => {
-  for (const child of children) child.kill("SIGKILL");
-});
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 /** Starts a server with these settings and waits until /readyz answers 200. */
 export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<ServerProcess> {
   const port = await freePort();
   const base: NodeJS.ProcessEnv = { ...process.env };
   for (const name of INHERITED_OUT) delete base[name];
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
-    cwd: ROOT,
-    env: { ...base, HOST: "127.0.0.1", PORT: String(port), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.add(child);
+  const child = reaped(
+    spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      cwd: ROOT,
+      env: { ...base, HOST: "127.0.0.1", PORT: String(port), ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    }),
+  );
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
     lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
@@ -56,10 +39,7 @@ export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 
   child.stdout!.on("data", keep);
   child.stderr!.on("data", keep);
   const exited = new Promise<number | string>((resolve) =>
-    child.once("exit", (code, signal) => {
-      children.delete(child);
-      resolve(code ?? signal ?? "unknown");
-    }),
+    child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
   );
   const url = `http://127.0.0.1:${port}`;
   const logTail = () => lines.slice(-40).join("\n");

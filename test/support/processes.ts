@@ -1,0 +1,33 @@
+import type { ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
+
+/**
+ * What the tests' and the benchmarks' server child processes share: a free port to give one, and the
+ * promise that none outlives the process that started it.
+ */
+
+/** A free TCP port on 127.0.0.1, picked by the kernel. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+const children = new Set<ChildProcess>();
+// A failing test or benchmark must not leave servers behind: the ones this process started go with it.
+process.on("exit", () => {
+  for (const child of children) child.kill("SIGKILL");
+});
+
+/** Kills the child with this process, should it still run then; returns it. */
+export function reaped(child: ChildProcess): ChildProcess {
+  children.add(child);
+  child.once("exit", () => children.delete(child));
+  return child;
+}
