@@ -72,6 +72,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       secrets: new SecretBox(secretsKey, config.secretsKeyPrevious.map((k) => Buffer.from(k, "base64"))),
       cursors: new CursorCodec(createHmac("sha256", secretsKey).update("cursor-signing").digest()),
       deploymentDomain: config.deploymentDomain,
+      internalImageBuilds: config.internalImageBuilds,
     },
     { jwtSecret: config.jwtSecret },
   );

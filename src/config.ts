@@ -31,6 +31,10 @@ const envSchema = z.object({
   /** How long a claimed step stays a worker's without renewal: how soon a crashed process's steps run again. */
   PIPELINE_LEASE_MS: z.coerce.number().int().min(1).max(3_600_000).default(10_000),
   DEPLOYMENT_DOMAIN: z.string().min(1).default("deployments.localhost"),
+  /** The cloud provider this installation runs on; named in the messages that depend on it. */
+  CLOUD_PROVIDER: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}$/, "must be a short name such as aws or gcp").optional(),
+  /** off where the provider cannot run internal image builds: internal_container revisions are refused (400). */
+  INTERNAL_IMAGE_BUILDS: z.enum(["on", "off"]).default("on"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
   /** Unset: introspection on outside production, off in production. */
@@ -38,6 +42,12 @@ const envSchema = z.object({
 });
 
 export type Env = z.input<typeof envSchema>;
+
+export interface InternalImageBuilds {
+  available: boolean;
+  /** CLOUD_PROVIDER, when set. */
+  provider: string | null;
+}
 
 export interface Config {
   port: number;
@@ -59,6 +69,8 @@ export interface Config {
   };
   pipeline: { stepMs: number; worker: boolean; leaseMs: number };
   deploymentDomain: string;
+  /** Whether internal_container revisions (images built and pushed by the command-line tool) are accepted. */
+  internalImageBuilds: InternalImageBuilds;
   logLevel: string;
   production: boolean;
   graphql: { introspection: boolean };
@@ -103,6 +115,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     },
     pipeline: { stepMs: e.PIPELINE_STEP_MS, worker: e.PIPELINE_WORKER === "on", leaseMs: e.PIPELINE_LEASE_MS },
     deploymentDomain: e.DEPLOYMENT_DOMAIN,
+    internalImageBuilds: { available: e.INTERNAL_IMAGE_BUILDS === "on", provider: e.CLOUD_PROVIDER ?? null },
     logLevel: e.LOG_LEVEL,
     production: e.NODE_ENV === "production",
     graphql: { introspection: e.GRAPHQL_INTROSPECTION ? e.GRAPHQL_INTROSPECTION === "on" : e.NODE_ENV !== "production" },

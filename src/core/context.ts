@@ -1,3 +1,4 @@
+import type { InternalImageBuilds } from "../config.js";
 import type { PrismaClient } from "../db/client.js";
 import type { EventBus } from "../events/types.js";
 import type { CursorCodec } from "./pagination.js";
@@ -11,4 +12,6 @@ export interface CoreDeps {
   cursors: CursorCodec;
   /** Domain under which serving URLs are made: https://<name>-<id>.<domain>. */
   deploymentDomain: string;
+  /** Whether this installation's cloud provider runs internal image builds (internal_container). */
+  internalImageBuilds: InternalImageBuilds;
 }

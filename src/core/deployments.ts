@@ -86,6 +86,7 @@ export class DeploymentService {
     if (input.source === "codehost") sourceConfig.repo_branch ??= sourceRevisionConfig.repo_ref;
     const subject: RevisionSubject = { source: input.source, sourceConfig, sourceRevisionConfig };
     const name = input.name ?? (input.agent ? `${input.agent.agent_id}-${input.agent.environment}` : null);
+    refuseUnavailableBuild(this.deps, subject.source);
     if (listenerRequired(subject)) throw badRequest(LISTENER_REQUIRED);
     const issues: ValidationIssue[] = name ? [] : [{ loc: ["body", "name"], type: "missing", msg: "Field required" }];
     issues.push(...sourceRuleIssues(subject));
@@ -182,6 +183,7 @@ export class DeploymentService {
       const current = await this.lock(tx, tenant, id);
       const earlier = await tx.revision.findFirst({ where: { id: revisionId, deploymentId: id } });
       if (!earlier) throw notFound("Revision", revisionId);
+      refuseUnavailableBuild(this.deps, earlier.source);
       const snapshot = snapshotOf(earlier);
       // Fields fixed at creation stay the deployment's own; the rest rolls back to the revision's.
       const sourceConfig: SourceConfig = {
@@ -274,6 +276,7 @@ export class DeploymentService {
         throw badRequest("revision_source is only available for managed cloud deployments; this deployment is self-hosted (external_container).");
       }
       const source = input.revision_source ?? (current.source as RevisionSubject["source"]);
+      refuseUnavailableBuild(this.deps, source);
       // Unset revision fields carry over from the newest revision of the same source.
       const previous = await tx.revision.findFirst({ where: { deploymentId: id, source }, orderBy: newestFirst });
       const inherited = previous ? readSourceRevisionConfig(previous.sourceRevisionConfig) : emptySourceRevisionConfig();
@@ -320,4 +323,18 @@ export class DeploymentService {
       if (!found) throw refuse("listener_id", `Listener ID ${listenerId} not found.`);
     }
   }
+}
+
+/**
+ * Where the operator has turned internal image builds off (INTERNAL_IMAGE_BUILDS=off: the cloud
+ * provider cannot run them), a revision built from an image the command-line tool pushed
+ * (internal_container) is refused, pointing to a remote build from source instead.
+ */
+function refuseUnavailableBuild(deps: CoreDeps, source: string): void {
+  if (source !== "internal_container" || deps.internalImageBuilds.available) return;
+  const where = deps.internalImageBuilds.provider ? `on ${deps.internalImageBuilds.provider}` : "on this cloud provider";
+  throw badRequest(
+    `Internal image builds (internal_container) are not yet available ${where}. Build remotely from source instead: ` +
+      `revision_source "internal_source" with source_revision_config.framework_config_path and source_tarball_path.`,
+  );
 }
