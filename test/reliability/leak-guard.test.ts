@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeakGuard } from "../support/leak-guard.js";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { type TestApp, startTestApp } from "../support/app.js";
 
 /** The guard must fail when a secret shows: otherwise every test that uses it proves nothing. */
@@ -30,42 +31,38 @@ describe("LeakGuard", () => {
     expect(await clean.findLeaks()).toEqual([expect.stringMatching(/^GET \/x -> 200: x-echo/)]);
   });
 
-  it("finds a response body that carries a secret through the app", async () => {
-    // An app of its own: it leaks on purpose, so it stops without close()'s leak check.
+  /** An app of its own, which leaks on purpose: it stops without close()'s leak check. */
+  async function withOwnApp(fn: (own: TestApp, ws: NewWorkspace) => Promise<void>) {
     const own = await startTestApp();
     try {
-      const ws = await own.workspace();
-      const secret = own.guard.secret();
-      // A listener's version is echoed back: a stand-in for any field that would leak a secret.
-      await own.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: secret } });
-      const leaks = await own.guard.findLeaks();
-      expect(leaks.some((l) => l.startsWith("POST /v2/listeners -> 201"))).toBe(true);
+      await fn(own, await own.workspace());
+    } finally {
+      await own.app.stop();
+    }
+  }
+  /** A listener's version is echoed back: a stand-in for any field that would leak a secret. */
+  const echo = (own: TestApp, ws: NewWorkspace, value: string) =>
+    own.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: value } });
+  const createWithSecret = (own: TestApp, ws: NewWorkspace, body: object, value: string) =>
+    own.request("POST", "/v2/deployments", { key: ws.apiKey, body: { source: "internal_container", ...body, secrets: [{ name: "TOKEN", value }] } });
+
+  it("finds a response body that carries a secret through the app", () =>
+    withOwnApp(async (own, ws) => {
+      await echo(own, ws, own.guard.secret());
+      expect((await own.guard.findLeaks()).some((l) => l.startsWith("POST /v2/listeners -> 201"))).toBe(true);
       // ...and the row that stores it.
       expect((await own.guard.findLeaks(own.app.db.sql)).some((l) => l.startsWith("table listeners"))).toBe(true);
       await expect(own.assertNoLeaks()).rejects.toThrow(/secret values leaked/);
-    } finally {
-      await own.app.stop();
-    }
-  });
+    }));
 
-  it("registers by itself the secret values of every request body the service accepts", async () => {
-    const own = await startTestApp();
-    try {
-      const ws = await own.workspace();
+  it("registers by itself the secret values of every request body the service accepts", () =>
+    withOwnApp(async (own, ws) => {
       const value = `plain-${randomUUID()}`;
-      // Sent as a deployment secret (so registered), and echoed back as a listener's version.
-      const deployment = await own.request("POST", "/v2/deployments", {
-        key: ws.apiKey,
-        body: { name: "guarded", source: "internal_container", source_revision_config: { image_uri: "r.example/g:1" }, secrets: [{ name: "TOKEN", value }] },
-      });
-      expect(deployment.status).toBe(201);
+      expect((await createWithSecret(own, ws, { name: "guarded", source_revision_config: { image_uri: "r.example/g:1" } }, value)).status).toBe(201);
       expect(await own.guard.findLeaks()).toEqual([]);
-      await own.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: value } });
+      await echo(own, ws, value);
       expect((await own.guard.findLeaks()).some((l) => l.startsWith("POST /v2/listeners -> 201"))).toBe(true);
-    } finally {
-      await own.app.stop();
-    }
-  });
+    }));
 
   it("leaves out short and repetitive values, and values the same body carries elsewhere", () => {
     const guard = new LeakGuard();
@@ -75,22 +72,13 @@ describe("LeakGuard", () => {
     return expect(guard.findLeaks()).resolves.toEqual([]);
   });
 
-  it("registers nothing from a body the service refused: it stored none of it", async () => {
-    const own = await startTestApp();
-    try {
-      const ws = await own.workspace();
+  it("registers nothing from a body the service refused: it stored none of it", () =>
+    withOwnApp(async (own, ws) => {
       const value = `refused-${randomUUID()}`;
-      const refused = await own.request("POST", "/v2/deployments", {
-        key: ws.apiKey,
-        body: { name: "", source: "internal_container", secrets: [{ name: "TOKEN", value }] },
-      });
-      expect(refused.status).toBe(422);
-      await own.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: value } });
+      expect((await createWithSecret(own, ws, { name: "" }, value)).status).toBe(422);
+      await echo(own, ws, value);
       expect(await own.guard.findLeaks()).toEqual([]);
-    } finally {
-      await own.app.stop();
-    }
-  });
+    }));
 
   it("finds secrets columns that hold anything but ciphertext", async () => {
     const guard = new LeakGuard();
