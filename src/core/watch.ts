@@ -107,7 +107,6 @@ abstract class ObjectFeed<T> extends Feed<T> {
 class RevisionFeed extends ObjectFeed<RevisionStatusChange> {
   private lastId: bigint | null = null;
 
-
   protected async load(): Promise<void> {
     const [revision] = await this.graph.revisionsByIds(this.tenant, [this.id]);
     if (!revision) throw notFound("Revision", this.id);
@@ -148,7 +147,6 @@ class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
   private pending: string[] = [];
   private status = "";
 
-
   protected override received(event: DomainEvent): void {
     if (event.type === "deployment.status") this.pending.push(event.status);
   }
@@ -177,7 +175,6 @@ class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
 /** New revisions of a deployment and its revisions' status changes; nothing is sent on joining. */
 class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
   private pending: Extract<DomainEvent, { revisionId: string }>[] = [];
-
 
   protected override received(event: DomainEvent): void {
     if (event.type !== "deployment.status") this.pending.push(event);
