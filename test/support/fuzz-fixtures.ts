@@ -74,10 +74,11 @@ async function created(t: TestApp, key: string, path: string, body: unknown): Pr
 /**
  * The app a fuzz file drives, and its fixtures: no pipeline worker (only requests write, so any
  * change after a refused request is that request's), no rate limit, and bodies whose secrets carry a
- * value the app's leak guard watches for (no answer, log line or row may show it).
+ * value the app's leak guard watches for (no answer, log line or row may show it); the fuzzed bodies'
+ * own secret values are not registered (see TestAppOptions.registerSecrets).
  */
 export async function startFuzzApp(): Promise<{ t: TestApp; fx: Fixtures }> {
-  const t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  const t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" }, undefined, { registerSecrets: false });
   return { t, fx: await makeFixtures(t, t.guard.secret()) };
 }
 
