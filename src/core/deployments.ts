@@ -2,12 +2,12 @@ import { randomUUID } from "node:crypto";
 import type { Deployment, Prisma, Revision } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
-import { deploymentWithLatestRevision } from "./deployment-reads.js";
+import { deploymentWithLatestConfig } from "./deployment-reads.js";
 import { markDeleting } from "./deployment-status.js";
 import { badRequest, conflict, CoreError, invalid, notFound, type ValidationIssue } from "./errors.js";
 import { newestFirst, type OffsetPage } from "./pagination.js";
 import { isUniqueViolation } from "./prisma-errors.js";
-import { json, RevisionService, type RevisionSnapshot, snapshotOf, type Tx } from "./revisions.js";
+import { json, REVISION_CONFIG_COLUMNS, type RevisionConfig, RevisionService, type RevisionSnapshot, snapshotOf, type Tx } from "./revisions.js";
 import {
   type DeploymentFilter,
   deploymentCreateSchema,
@@ -37,6 +37,8 @@ import {
 } from "./schemas/source.js";
 
 export type DeploymentWithRevision = Deployment & { latestRevision: Revision | null };
+/** A deployment with what REST shows of its latest revision (GET by id, the listing). */
+export type DeploymentWithLatestConfig = Deployment & { latestRevision: RevisionConfig | null };
 
 /** The agent server image a new deployment runs until one is chosen. */
 export const DEFAULT_IMAGE_VERSION = "0.4.0";
@@ -142,13 +144,13 @@ export class DeploymentService {
     }
   }
 
-  async get(tenant: Tenant, id: string): Promise<DeploymentWithRevision> {
-    const found = await deploymentWithLatestRevision(this.deps.prisma, tenant.workspaceId, id);
+  async get(tenant: Tenant, id: string): Promise<DeploymentWithLatestConfig> {
+    const found = await deploymentWithLatestConfig(this.deps.prisma, tenant.workspaceId, id);
     if (!found) throw notFound("Deployment", id);
     return found;
   }
 
-  async list(tenant: Tenant, query: DeploymentFilter & { limit: number; offset: number }): Promise<OffsetPage<DeploymentWithRevision>> {
+  async list(tenant: Tenant, query: DeploymentFilter & { limit: number; offset: number }): Promise<OffsetPage<DeploymentWithLatestConfig>> {
     const rows = await this.deps.prisma.deployment.findMany({
       where: deploymentWhere(tenant.workspaceId, query),
       orderBy: newestFirst,
@@ -156,7 +158,7 @@ export class DeploymentService {
       skip: query.offset,
     });
     const latestIds = rows.flatMap((d) => (d.latestRevisionId ? [d.latestRevisionId] : []));
-    const latest = latestIds.length > 0 ? await this.deps.prisma.revision.findMany({ where: { id: { in: latestIds } } }) : [];
+    const latest = latestIds.length > 0 ? await this.deps.prisma.revision.findMany({ where: { id: { in: latestIds } }, select: REVISION_CONFIG_COLUMNS }) : [];
     const byId = new Map(latest.map((r) => [r.id, r]));
     const resources = rows.map((d) => ({ ...d, latestRevision: (d.latestRevisionId && byId.get(d.latestRevisionId)) || null }));
     return { resources, offset: query.offset + resources.length };

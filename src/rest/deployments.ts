@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { DeploymentService, DeploymentWithRevision } from "../core/deployments.js";
+import type { DeploymentService, DeploymentWithLatestConfig } from "../core/deployments.js";
 import { revisionSourceRevisionConfig } from "../core/revisions.js";
 import { deploymentBulkDeleteQuerySchema, deploymentListQuerySchema } from "../core/schemas/deployment.js";
 import { maskedSecrets, readSecretReferences } from "../core/schemas/secrets.js";
@@ -10,7 +10,7 @@ import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 const idParam = z.object({ deployment_id: z.uuid() });
 
 /** SPEC.md's Deployment (list item); source_revision_config is the latest revision's. */
-export const presentDeployment = (d: DeploymentWithRevision) => ({
+export const presentDeployment = (d: DeploymentWithLatestConfig) => ({
   id: d.id,
   tenant_id: d.workspaceId,
   created_at: iso(d.createdAt),
