@@ -5,7 +5,6 @@ import { createAdaptorServer } from "@hono/node-server";
 import { Hono } from "hono";
 import type { Config } from "./config.js";
 import { createCore, type Core } from "./core/index.js";
-import { IdempotencyService } from "./core/idempotency.js";
 import { CursorCodec } from "./core/pagination.js";
 import { loadSecretsKey, SecretBox } from "./core/secrets.js";
 import { bootstrap } from "./core/workspaces.js";
@@ -74,7 +73,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       deploymentDomain: config.deploymentDomain,
       internalImageBuilds: config.internalImageBuilds,
     },
-    { jwtSecret: config.jwtSecret },
+    { jwtSecret: config.jwtSecret, idempotencyFingerprintKey: createHmac("sha256", secretsKey).update("idempotency-fingerprint").digest() },
   );
 
   const boot = await bootstrap(db.prisma, config.bootstrap);
@@ -109,11 +108,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return c.json({ status: "database unreachable" }, 503);
     }
   });
-  const idempotent = idempotency(
-    new IdempotencyService(db.prisma, createHmac("sha256", secretsKey).update("idempotency-fingerprint").digest()),
-    core.auth,
-    logger,
-  );
+  const idempotent = idempotency(core.idempotency, core.auth, logger);
   http.use("/v1/*", idempotent);
   http.use("/v2/*", idempotent);
   http.route("/", restRoutes(core));
