@@ -5,7 +5,7 @@ import { ROOT } from "./lib/server.js";
  * `npm run bench`: every benchmark in turn, each in a process of its own, with the same options
  * (see bench/lib/args.ts). One that fails does not stop the others; the exit code says whether all ran.
  */
-const BENCHMARKS = ["list", "nested", "overhead", "fanout", "pipeline", "start", "explain"];
+const BENCHMARKS = ["list", "nested", "overhead", "fanout", "pipeline", "logs", "start", "explain"];
 
 const failed: string[] = [];
 for (const name of BENCHMARKS) {

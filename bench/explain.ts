@@ -105,8 +105,21 @@ runMain(async () => {
       version: "1.0.0",
     });
     await client.expect(201, "POST", "/v2/integrations/forge-codehost/installations", { installation_id: 1000, name: "bench-org" });
-    await client.expect(201, "POST", "/v2/auth/agents/agent-1/connections", { oauth_token_id: "github:bench-bot" });
     const [ws] = await db.query<{ workspace_id: string }>("SELECT workspace_id FROM deployments LIMIT 1");
+    // A connection needs a token of the caller's: one as a flow would have stored it (the plans do
+    // not depend on the sealed values, which no request here opens).
+    const [token] = await db.query<{ id: string }>(
+      `WITH p AS (
+         INSERT INTO oauth_providers (id, workspace_id, organization_id, provider_id, name, client_id, auth_url, token_url, updated_at)
+         SELECT gen_random_uuid(), w.id, w.organization_id, 'github', 'GitHub', 'bench', 'https://github.example/a', 'https://github.example/t', now()
+         FROM workspaces w WHERE w.id = $1::uuid RETURNING id, workspace_id
+       )
+       INSERT INTO oauth_tokens (id, workspace_id, oauth_provider_id, provider_id, owner, access_token, updated_at)
+       SELECT gen_random_uuid(), p.workspace_id, p.id, 'github', 'api_key:' || k.id, 'v1.00000000.AAAA', now()
+       FROM p JOIN api_keys k ON k.workspace_id = p.workspace_id RETURNING id`,
+      [ws!.workspace_id],
+    );
+    await client.expect(201, "POST", "/v2/auth/agents/agent-1/connections", { oauth_token_id: token!.id });
     await fillOtherWorkspaces(db, ws!.workspace_id);
     const rowsByTable = await tableRows(db);
     report.note(

@@ -1,12 +1,11 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { parseBenchArgs, params } from "./lib/args.js";
 import { percentile } from "./lib/load.js";
 import { runMain } from "./lib/main.js";
 import { type Cell, fmt, Report } from "./lib/report.js";
 import { seedDeployments } from "./lib/seed.js";
-import { ROOT } from "./lib/server.js";
 import { withServer } from "./lib/session.js";
-import type { ParentMessage, SubscriberConfig, SubscriberMessage } from "./lib/subscribers.js";
+import { closeGroup, collectDelays, type Group, latestRevisionGlobalId, openGroups, split } from "./lib/subscriber-groups.js";
+import type { SubscriberConfig } from "./lib/subscribers.js";
 
 /**
  * fan-out: W graphql-ws subscribers and S SSE subscribers (in their own processes) all watch one
@@ -23,62 +22,6 @@ const p = params(args, {
 const SUBSCRIPTION = `subscription Watch($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`;
 const FIELD = "revisionStatusChanged";
 
-interface Group {
-  kind: "ws" | "sse";
-  child: ChildProcess;
-  messages: SubscriberMessage[];
-  next(type: SubscriberMessage["type"], timeoutMs: number): Promise<SubscriberMessage>;
-  send(m: ParentMessage): void;
-}
-
-function startGroup(config: SubscriberConfig): Group {
-  const child = spawn(process.execPath, ["--import", "tsx", "bench/lib/subscribers.ts"], {
-    cwd: ROOT,
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
-  const messages: SubscriberMessage[] = [];
-  const waiters: (() => void)[] = [];
-  child.on("message", (m: SubscriberMessage) => {
-    messages.push(m);
-    waiters.splice(0).forEach((w) => w());
-  });
-  child.send(config);
-  return {
-    kind: config.kind,
-    child,
-    messages,
-    send: (m) => child.connected && child.send(m),
-    next: (type, timeoutMs) =>
-      new Promise((resolve, reject) => {
-        const deadline = setTimeout(() => reject(new Error(`${config.kind} subscribers: no "${type}" within ${timeoutMs} ms`)), timeoutMs);
-        const check = () => {
-          const found = messages.find((m) => m.type === type);
-          if (found) {
-            clearTimeout(deadline);
-            resolve(found);
-          } else if (child.exitCode !== null) {
-            clearTimeout(deadline);
-            reject(new Error(`${config.kind} subscribers exited with ${child.exitCode}`));
-          } else waiters.push(check);
-        };
-        child.once("exit", check);
-        check();
-      }),
-  };
-}
-
-async function closeGroup(g: Group): Promise<void> {
-  if (g.child.exitCode !== null || g.child.signalCode !== null) return;
-  const exited = new Promise((r) => g.child.once("exit", r));
-  g.send({ type: "close" });
-  const killer = setTimeout(() => g.child.kill("SIGKILL"), 10_000);
-  await exited;
-  clearTimeout(killer);
-}
-
-const split = (total: number, parts: number) =>
-  Array.from({ length: parts }, (_, i) => Math.floor(total / parts) + (i < total % parts ? 1 : 0)).filter((n) => n > 0);
-
 runMain(async () => {
   const report = new Report("fanout", args.scale, p);
   const rows: Cell[][] = [];
@@ -87,12 +30,7 @@ runMain(async () => {
       const [deployment] = await seedDeployments(client, 1);
       const revisionId = deployment!.latest_revision_id;
       // The subscription takes the revision's global id.
-      const found = await client.graphql<{ deployments: { edges: { node: { latestRevision: { id: string } } }[] } }>(
-        `query ($ids: [ID!]) { deployments(first: 1, filter: { deploymentIds: $ids }) { edges { node { latestRevision { id } } } } }`,
-        { ids: [deployment!.id] },
-      );
-      const globalId = found.deployments.edges[0]?.node.latestRevision.id;
-      if (!globalId) throw new Error("the seeded deployment is not in the GraphQL listing");
+      const globalId = await latestRevisionGlobalId(client, deployment!.id);
       const base: Omit<SubscriberConfig, "kind" | "count"> = {
         url: server.url,
         query: SUBSCRIPTION,
@@ -104,18 +42,10 @@ runMain(async () => {
       const groups: Group[] = [];
       try {
         const heap0 = (await server.memory()).heapUsed;
-        const readies: Extract<SubscriberMessage, { type: "ready" }>[] = [];
-        const open = async (kind: "ws" | "sse", counts: number[]) => {
-          const started = counts.map((count) => startGroup({ ...base, kind, count }));
-          groups.push(...started);
-          for (const g of started) readies.push((await g.next("ready", 600_000)) as (typeof readies)[number]);
-        };
-        await open("ws", split(p.ws, p.wsProcesses));
+        const readies = await openGroups(base, "ws", split(p.ws, p.wsProcesses), groups);
         const heap1 = (await server.memory()).heapUsed;
-        await open("sse", split(p.sse, 1));
+        readies.push(...(await openGroups(base, "sse", split(p.sse, 1), groups)));
         const heap2 = (await server.memory()).heapUsed;
-        const failed = readies.reduce((n, r) => n + r.failed, 0);
-        if (failed > 0) throw new Error(`${failed} subscriptions failed: ${readies.find((r) => r.firstError)?.firstError}`);
 
         // What the server does while nothing changes, with every subscriber listening.
         const idle0 = await server.statements();
@@ -126,19 +56,10 @@ runMain(async () => {
         const change0 = await server.statements();
         const t0 = performance.timeOrigin + performance.now();
         await client.expect(200, "POST", `/v2/deployments/${deployment!.id}/revisions/${revisionId}/interrupt`);
-        const results = await Promise.all(
-          groups.map(async (g) => {
-            const timer = setTimeout(() => g.send({ type: "collect" }), p.timeoutSeconds * 1000);
-            const m = (await g.next("arrivals", p.timeoutSeconds * 1000 + 30_000)) as Extract<SubscriberMessage, { type: "arrivals" }>;
-            clearTimeout(timer);
-            return { kind: g.kind, ...m };
-          }),
-        );
+        const delivered = await collectDelays(groups, t0, p.timeoutSeconds);
         for (const k of ["ws", "sse"] as const) {
-          const mine = results.filter((r) => r.kind === k);
-          const delays = mine.flatMap((r) => r.arrivals.map((a) => a - t0));
+          const { delays, missing } = delivered[k];
           const expected = k === "ws" ? p.ws : p.sse;
-          const missing = mine.reduce((n, r) => n + r.missing, 0);
           const heapPer = k === "ws" ? (heap1 - heap0) / p.ws : (heap2 - heap1) / p.sse;
           const p99 = percentile(delays, 99);
           rows.push([

@@ -1,10 +1,10 @@
 import type { DbKind } from "./lib/args.js";
 import { parseBenchArgs, params } from "./lib/args.js";
 import { type BenchDatabase, createDatabase } from "./lib/database.js";
-import { Client, pollUntil } from "./lib/http.js";
+import { Client } from "./lib/http.js";
 import { runMain } from "./lib/main.js";
 import { type Cell, fmt, Report } from "./lib/report.js";
-import { type RestDeployment, seedDeployments } from "./lib/seed.js";
+import { type RestDeployment, seedDeployments, waitAllDeployed } from "./lib/seed.js";
 import { type BenchServer, startServer } from "./lib/server.js";
 
 /**
@@ -81,7 +81,7 @@ async function run(kind: DbKind, replicas: number, baseline: Baseline): Promise<
     let cpuMs = -baseline.cpuMs * replicas;
     const readySeconds = Math.max(...servers.map((s) => s.readyMs)) / 1000;
     try {
-      await waitAllDeployed(new Client(servers[0]!.url));
+      await waitAllDeployed(new Client(servers[0]!.url), p.timeoutSeconds);
       for (const s of servers) {
         statements += await s.statements();
         cpuMs += await s.cpuMs();
@@ -95,18 +95,6 @@ async function run(kind: DbKind, replicas: number, baseline: Baseline): Promise<
   } finally {
     await db.drop();
   }
-}
-
-/**
- * Polls until no deployment still waits for its first revision (a deployment becomes READY when its
- * first revision is DEPLOYED): one light request a second. A failed revision leaves its deployment
- * waiting, so that the deadline ends the run and the audit shows the statuses.
- */
-async function waitAllDeployed(client: Client): Promise<void> {
-  await pollUntil("every deployment READY", p.timeoutSeconds * 1000, 1000, async () => {
-    const page = await client.expect<{ resources: RestDeployment[] }>(200, "GET", "/v2/deployments?status=AWAITING_DATABASE&limit=1");
-    return page.resources.length === 0 ? true : undefined;
-  });
 }
 
 async function audit(db: BenchDatabase): Promise<Omit<Outcome, "replicas" | "createSeconds" | "statements" | "cpuMs" | "readySeconds">> {

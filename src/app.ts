@@ -8,11 +8,18 @@ import { createCore, type Core } from "./core/index.js";
 import { CursorCodec } from "./core/pagination.js";
 import { loadSecretsKey, SecretBox } from "./core/secrets.js";
 import { bootstrap } from "./core/workspaces.js";
+import { DatabaseBlobStore } from "./core/blobs/database.js";
+import { FolderBlobStore } from "./core/blobs/folder.js";
+import { Registry } from "./core/registry/index.js";
+import { TokenSigner } from "./core/registry/signer.js";
+import { BuildInputs } from "./pipeline/build-inputs.js";
 import { type Database, openDatabase } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
+import { startRetry } from "./db/start-retry.js";
+import { isDatabaseUnavailable } from "./core/prisma-errors.js";
 import { Vacuum } from "./db/vacuum.js";
 import { createEventBus } from "./events/index.js";
-import { createGraphQLServer, GRAPHQL_PATH } from "./graphql/server.js";
+import { createGraphQLServer, GRAPHQL_PATH, type GraphQLServer } from "./graphql/server.js";
 import { attachWebSocket, type WebSocketFace } from "./graphql/ws.js";
 import { createLogger, type Logger } from "./logger.js";
 import { SimulatorRuntime } from "./pipeline/runtimes/simulator.js";
@@ -20,7 +27,10 @@ import { PipelineWorker, type WorkerOptions } from "./pipeline/worker.js";
 import { toErrorAnswer } from "./rest/errors.js";
 import { idempotency } from "./rest/idempotency.js";
 import { limitBodySize, rateLimit } from "./rest/limits.js";
+import { limitFailedAuthentications } from "./middleware/auth-failures.js";
+import { CallerLimits } from "./middleware/caller-limits.js";
 import { restRoutes } from "./rest/index.js";
+import { uploadRoutes } from "./rest/builds.js";
 
 export interface BuildOptions {
   logger?: Logger;
@@ -52,18 +62,24 @@ export interface App {
   readonly server: Server | null;
   /** The pipeline worker of this instance; null when PIPELINE_WORKER=off. */
   readonly worker: PipelineWorker | null;
+  /** The GraphQL server (yoga) behind /graphql and graphql-ws. */
+  readonly graphql: GraphQLServer;
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger(config.logLevel);
-  const db = await openDatabase(config.database, { pgliteSnapshot: options.pgliteSnapshot });
+  const db = await openDatabase(config.database, { pgliteSnapshot: options.pgliteSnapshot, logger });
   const migrations = await readMigrations();
-  const applied = await migrate(db.sql, migrations);
+  // PostgreSQL may not answer yet (starting, failing over): the steps that need it wait for it.
+  const step = startRetry({ transient: isDatabaseUnavailable, logger, waitMs: config.databaseStartWaitMs });
+  const applied = await step("migrations", () => migrate(db.sql, migrations));
   if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
   const vacuum = db.kind === "pglite" ? new Vacuum(db.sql, logger).start(options.vacuumEveryMs) : null;
 
   const secretsKey = loadSecretsKey(config.secretsKey, config.dataDir);
-  const events = await createEventBus(db, config.database.kind === "postgres" ? config.database.url : null, logger);
+  const events = await step("events", () => createEventBus(db, config.database.kind === "postgres" ? config.database.url : null, logger));
+  const registry = config.registryUrl ? new Registry(config.registryUrl, new TokenSigner(secretsKey)) : null;
+  if (registry) logger.info({ registry: registry.url, certificate: await registry.writeCertificate(config.dataDir) }, "registry token server: its certificate is written for the registry's auth.token.rootcertbundle");
   const core = createCore(
     {
       prisma: db.prisma,
@@ -72,11 +88,21 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       cursors: new CursorCodec(createHmac("sha256", secretsKey).update("cursor-signing").digest()),
       deploymentDomain: config.deploymentDomain,
       internalImageBuilds: config.internalImageBuilds,
+      // Uploads go where every replica sees them: the folder of the one embedded process, or PostgreSQL.
+      blobs: db.kind === "pglite" ? new FolderBlobStore(config.dataDir) : new DatabaseBlobStore(db.prisma),
     },
-    { jwtSecret: config.jwtSecret, idempotencyFingerprintKey: createHmac("sha256", secretsKey).update("idempotency-fingerprint").digest() },
+    {
+      jwtSecret: config.jwtSecret,
+      maxTokenLifetimeSeconds: config.jwtMaxLifetimeSeconds,
+      idempotencyFingerprintKey: createHmac("sha256", secretsKey).update("idempotency-fingerprint").digest(),
+      registry,
+      uploadSigningKey: createHmac("sha256", secretsKey).update("upload-url-signing").digest(),
+      publicUrl: config.publicUrl,
+      oauth: { ...config.oauth, publicUrl: config.publicUrl, logger: logger.child({ component: "oauth" }) },
+    },
   );
 
-  const boot = await bootstrap(db.prisma, config.bootstrap);
+  const boot = await step("bootstrap", () => bootstrap(db.prisma, config.bootstrap));
   if (boot.kind === "created" && boot.printKey) {
     logger.info(
       { workspace_id: boot.workspaceId, api_key: boot.apiKey },
@@ -87,16 +113,24 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   }
 
   const worker = config.pipeline.worker
-    ? new PipelineWorker(core.deps, new SimulatorRuntime(config.pipeline.stepMs), logger.child({ component: "pipeline" }), {
-        leaseMs: config.pipeline.leaseMs,
-        ...options.pipeline,
-      })
+    ? new PipelineWorker(
+        core.deps,
+        new SimulatorRuntime(config.pipeline.stepMs),
+        logger.child({ component: "pipeline" }),
+        { leaseMs: config.pipeline.leaseMs, logRetentionMs: config.logs.retentionDays * 86_400_000, ...options.pipeline },
+        new BuildInputs(registry, core.uploads),
+      )
     : null;
   if (options.workerStart !== "listen") worker?.start();
 
   const http = new Hono();
+  // Per caller and per address, shared by HTTP and graphql-ws.
+  const limits = new CallerLimits(config.limits.ratePerMinute, config.limits.authFailuresPerMinute);
   // Abuse protection ahead of every route, REST and /graphql alike: throttle first, then cap the body.
-  http.use("*", rateLimit(config.limits.ratePerMinute));
+  http.use("*", rateLimit(limits));
+  http.use("*", limitFailedAuthentications(limits));
+  // Source uploads stream in under their own limit (200 MiB): routed before the global body limit.
+  http.route("/", uploadRoutes(core));
   http.use("*", limitBodySize(config.limits.maxBodyBytes));
   http.get("/healthz", (c) => c.json({ status: "ok" }));
   http.get("/readyz", async (c) => {
@@ -141,6 +175,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return server;
     },
     worker,
+    graphql,
     async start() {
       const timeout = config.limits.requestTimeoutMs;
       server = createAdaptorServer({
@@ -158,14 +193,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         server!.listen(config.port, config.host, () => resolve());
       });
       // graphql-ws shares the port: it answers the HTTP upgrade on /graphql.
-      websockets = attachWebSocket(server, graphql, core, logger.child({ component: "graphql-ws" }), config.production);
+      websockets = attachWebSocket(server, graphql, core, logger.child({ component: "graphql-ws" }), {
+        production: config.production,
+        maxPayloadBytes: config.limits.maxBodyBytes,
+        limits,
+      });
       if (options.workerStart === "listen") workerWhenReady.arm();
       const { port } = server.address() as AddressInfo;
       return `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
     },
     async stop() {
-      // Subscriptions end first (their sockets would otherwise hold the server open).
+      // Subscriptions end first (their sockets would otherwise hold the server open), and so do long-polls.
       await websockets?.close();
+      core.oauthFlows.close();
       if (server) {
         const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
         server.closeIdleConnections();

@@ -1,5 +1,20 @@
 import { z } from "zod";
 
+/** An http(s) URL without query, fragment or credentials; a trailing slash is dropped. */
+function httpUrl(what: string) {
+  return z
+    .string()
+    .refine((v) => {
+      try {
+        const u = new URL(v);
+        return /^https?:$/.test(u.protocol) && !u.search && !u.hash && !u.username && !u.password;
+      } catch {
+        return false;
+      }
+    }, `must be ${what}, without query or credentials`)
+    .transform((v) => v.replace(/\/+$/, ""));
+}
+
 /** Every setting the service reads, from the environment, with embedded defaults. */
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -10,10 +25,14 @@ const envSchema = z.object({
       message: "must be memory:// or a postgres:// URL",
     })
     .optional(),
+  /** How long start-up waits (retrying with backoff) for a PostgreSQL that does not answer; 0: not at all. */
+  DATABASE_START_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(120_000),
   DATA_DIR: z.string().min(1).default("./.data"),
   BOOTSTRAP_API_KEY: z.string().min(16, "must be at least 16 characters").optional(),
   BOOTSTRAP_TENANT_ID: z.uuid().optional(),
   JWT_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+  /** Bearer tokens that would live longer than this (exp - iat, or exp - now) are refused. */
+  JWT_MAX_LIFETIME_SECONDS: z.coerce.number().int().min(1).max(31_536_000).default(86_400),
   SECRETS_KEY: z
     .string()
     .regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes, base64-encoded")
@@ -25,6 +44,8 @@ const envSchema = z.object({
     .optional(),
   MAX_BODY_BYTES: z.coerce.number().int().min(1).max(1_073_741_824).default(1_048_576),
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(1200),
+  /** Failed authentications (401) per client address and minute before it is refused with 429; 0: no limit. */
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(60),
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1).max(3_600_000).default(30_000),
   PIPELINE_STEP_MS: z.coerce.number().int().min(0).max(600_000).default(1500),
   PIPELINE_WORKER: z.enum(["on", "off"]).default("on"),
@@ -39,6 +60,19 @@ const envSchema = z.object({
   NODE_ENV: z.enum(["development", "production", "test"]).default("development"),
   /** Unset: introspection on outside production, off in production. */
   GRAPHQL_INTROSPECTION: z.enum(["on", "off"]).optional(),
+  /** The container registry (CNCF Distribution) whose token server this service is; unset: none. */
+  REGISTRY_URL: httpUrl("an http(s) URL such as https://registry.example.com").optional(),
+  /**
+   * This service's address as clients and browsers reach it: the base of signed upload URLs and of
+   * OAuth redirects (PUBLIC_URL/v2/auth/callback/<provider>); unset: the request's own origin.
+   */
+  PUBLIC_URL: httpUrl("an http(s) URL such as https://deploy.example.com").optional(),
+  /** Revision log lines older than this many days are deleted by the pipeline workers' sweep. */
+  LOG_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  /** on: OAuth provider endpoints may be http:// (a provider on this machine); https only otherwise. */
+  OAUTH_ALLOW_HTTP: z.enum(["on", "off"]).default("off"),
+  /** How long a user has to authorize at the provider once a flow starts. */
+  OAUTH_FLOW_TTL_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -53,9 +87,13 @@ export interface Config {
   port: number;
   host: string;
   database: { kind: "pglite"; dataDir: string | null } | { kind: "postgres"; url: string };
+  /** How long start-up retries a database that cannot be reached. */
+  databaseStartWaitMs: number;
   dataDir: string;
   bootstrap: { apiKey?: string; tenantId?: string };
   jwtSecret?: string;
+  /** Bearer tokens that would live longer are refused. */
+  jwtMaxLifetimeSeconds: number;
   secretsKey?: string;
   /** Base64 keys that may have sealed stored secrets before secretsKey. */
   secretsKeyPrevious: string[];
@@ -64,6 +102,8 @@ export interface Config {
     maxBodyBytes: number;
     /** Requests per minute per caller; 0 turns the limit off. */
     ratePerMinute: number;
+    /** Failed authentications per minute per client address; 0 turns the limit off. */
+    authFailuresPerMinute: number;
     /** A request (headers and body) must arrive within this; slower clients get 408 and are cut off. */
     requestTimeoutMs: number;
   };
@@ -74,6 +114,14 @@ export interface Config {
   logLevel: string;
   production: boolean;
   graphql: { introspection: boolean };
+  /** REGISTRY_URL: the registry this service issues push and pull tokens for; null when none. */
+  registryUrl: string | null;
+  /** PUBLIC_URL: the base of the URLs this service hands out; null: the request's origin. */
+  publicUrl: string | null;
+  /** Revisions' build and deploy logs. */
+  logs: { retentionDays: number };
+  /** The agents' OAuth service: http:// providers allowed (OAUTH_ALLOW_HTTP), a flow's lifetime. */
+  oauth: { allowHttp: boolean; flowTtlSeconds: number };
 }
 
 export class ConfigError extends Error {
@@ -103,14 +151,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         : url === "memory://"
           ? { kind: "pglite", dataDir: null }
           : { kind: "postgres", url },
+    databaseStartWaitMs: e.DATABASE_START_WAIT_MS,
     dataDir: e.DATA_DIR,
     bootstrap: { apiKey: e.BOOTSTRAP_API_KEY, tenantId: e.BOOTSTRAP_TENANT_ID },
     jwtSecret: e.JWT_SECRET,
+    jwtMaxLifetimeSeconds: e.JWT_MAX_LIFETIME_SECONDS,
     secretsKey: e.SECRETS_KEY,
     secretsKeyPrevious: (e.SECRETS_KEY_PREVIOUS ?? "").split(",").map((k) => k.trim()).filter((k) => k !== ""),
     limits: {
       maxBodyBytes: e.MAX_BODY_BYTES,
       ratePerMinute: e.RATE_LIMIT_PER_MINUTE,
+      authFailuresPerMinute: e.AUTH_FAILURES_PER_MINUTE,
       requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     },
     pipeline: { stepMs: e.PIPELINE_STEP_MS, worker: e.PIPELINE_WORKER === "on", leaseMs: e.PIPELINE_LEASE_MS },
@@ -119,5 +170,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.LOG_LEVEL,
     production: e.NODE_ENV === "production",
     graphql: { introspection: e.GRAPHQL_INTROSPECTION ? e.GRAPHQL_INTROSPECTION === "on" : e.NODE_ENV !== "production" },
+    registryUrl: e.REGISTRY_URL ?? null,
+    publicUrl: e.PUBLIC_URL ?? null,
+    logs: { retentionDays: e.LOG_RETENTION_DAYS },
+    oauth: { allowHttp: e.OAUTH_ALLOW_HTTP === "on", flowTtlSeconds: e.OAUTH_FLOW_TTL_SECONDS },
   };
 }

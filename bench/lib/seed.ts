@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { type Client, mapLimit } from "./http.js";
+import { type Client, mapLimit, pollUntil } from "./http.js";
 
 /** The fields of a REST deployment the benchmarks use. */
 export interface RestDeployment {
@@ -38,5 +38,17 @@ export async function seedRevisions(client: Client, deployments: RestDeployment[
         source_revision_config: { image_uri: `registry.example.com/agents/${d.name}:${i + 2}` },
       });
     }
+  });
+}
+
+/**
+ * Polls until no deployment still waits for its first revision (a deployment becomes READY when its
+ * first revision is DEPLOYED): one light request a second. A failed revision leaves its deployment
+ * waiting, so that the deadline ends the run and an audit shows the statuses.
+ */
+export async function waitAllDeployed(client: Client, timeoutSeconds: number): Promise<void> {
+  await pollUntil("every deployment READY", timeoutSeconds * 1000, 1000, async () => {
+    const page = await client.expect<{ resources: RestDeployment[] }>(200, "GET", "/v2/deployments?status=AWAITING_DATABASE&limit=1");
+    return page.resources.length === 0 ? true : undefined;
   });
 }

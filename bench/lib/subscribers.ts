@@ -10,7 +10,7 @@ import { API_KEY } from "./server.js";
  *
  * It opens `count` subscriptions (graphql-ws clients, one socket each, or SSE streams), each first
  * receiving the current status; reports "ready"; then records the wall-clock arrival time of the
- * first event whose `field.status` equals `status`, and reports "arrivals" when all have arrived or
+ * first event whose `field.status` (or `field[key]`) equals `status`, and reports "arrivals" when all have arrived or
  * when asked. The times are absolute (performance.timeOrigin + now) so that the parent compares them
  * with its own.
  */
@@ -20,9 +20,11 @@ export interface SubscriberConfig {
   count: number;
   query: string;
   variables: Record<string, unknown>;
-  /** The subscription field: data[field].status is the status. */
+  /** The subscription field: data[field][key] is the value watched for. */
   field: string;
-  /** The status whose arrival is timed. */
+  /** The key of data[field] watched; "status" when omitted. */
+  key?: string;
+  /** The value whose arrival is timed (a status, a log line's message). */
   status: string;
   /** Subscriptions opened at once. */
   batch: number;
@@ -35,7 +37,7 @@ export type SubscriberMessage =
 export type ParentMessage = { type: "collect" } | { type: "close" };
 
 const now = () => performance.timeOrigin + performance.now();
-type Payload = { data?: Record<string, { status?: string } | null> | null; errors?: unknown };
+type Payload = { data?: Record<string, Record<string, unknown> | null> | null; errors?: unknown };
 
 interface Subscription {
   /** Resolves at the first event (the current status), rejects on failure before it. */
@@ -43,7 +45,10 @@ interface Subscription {
   close(): void;
 }
 
-const statusOf = (payload: Payload, field: string) => payload.data?.[field]?.status;
+const statusOf = (payload: Payload, config: SubscriberConfig) => {
+  const value = payload.data?.[config.field]?.[config.key ?? "status"];
+  return typeof value === "string" ? value : undefined;
+};
 
 function wsSubscribe(config: SubscriberConfig, onStatus: (status: string | undefined) => void): Subscription {
   const client: WsClient = createClient({
@@ -64,7 +69,7 @@ function wsSubscribe(config: SubscriberConfig, onStatus: (status: string | undef
             started = true;
             return resolve();
           }
-          onStatus(statusOf(payload as Payload, config.field));
+          onStatus(statusOf(payload as Payload, config));
         },
         error: (err) => reject(err instanceof Error ? err : new Error(JSON.stringify(err).slice(0, 300))),
         complete: () => resolve(),
@@ -115,7 +120,7 @@ function sseSubscribe(config: SubscriberConfig, onStatus: (status: string | unde
               started = true;
               resolve();
             } else {
-              onStatus(statusOf(payload, config.field));
+              onStatus(statusOf(payload, config));
             }
           }
         });

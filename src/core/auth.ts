@@ -3,6 +3,7 @@ import { jwtVerify } from "jose";
 import { z } from "zod";
 import type { PrismaClient } from "../db/client.js";
 import { CoreError } from "./errors.js";
+import { isStorable } from "./validation.js";
 
 /** Who is calling, and the one workspace every core call of theirs is confined to. */
 export interface Tenant {
@@ -23,7 +24,26 @@ export const hashApiKey = (key: string) => createHash("sha256").update(key).dige
 const unauthenticated = (msg: string) => new CoreError("UNAUTHENTICATED", msg);
 const forbidden = (msg: string) => new CoreError("FORBIDDEN", msg);
 
-const claimsSchema = z.object({ tenant_id: z.uuid(), sub: z.string().min(1).optional() });
+/**
+ * A verified token's claims are still input: `sub` is stored (as the actor) and must be text
+ * PostgreSQL takes, of a sane length; `exp` is required (jose checks it has not passed).
+ */
+const claimsSchema = z.object({
+  tenant_id: z.uuid(),
+  sub: z.string().min(1).max(255).refine(isStorable).optional(),
+  exp: z.number(),
+  iat: z.number().optional(),
+});
+
+/** The longest a bearer token may live (exp - iat, and exp - now), unless configured otherwise. */
+export const DEFAULT_TOKEN_LIFETIME_SECONDS = 24 * 60 * 60;
+
+export interface AuthenticatorOptions {
+  /** HS256 secret of bearer tokens; none: bearer tokens are refused. */
+  jwtSecret?: string;
+  /** Tokens meant to live longer than this are refused. */
+  maxTokenLifetimeSeconds?: number;
+}
 
 interface KeyRecord {
   id: string;
@@ -41,11 +61,14 @@ export class Authenticator {
   private readonly keyCache = new Map<string, { record: KeyRecord | null; until: number }>();
   private readonly workspaceCache = new Map<string, { organizationId: string | null; until: number }>();
 
+  private readonly maxLifetimeSeconds: number;
+
   constructor(
     private readonly prisma: PrismaClient,
-    jwtSecret: string | undefined,
+    options: AuthenticatorOptions = {},
   ) {
-    this.secret = jwtSecret ? new TextEncoder().encode(jwtSecret) : null;
+    this.secret = options.jwtSecret ? new TextEncoder().encode(options.jwtSecret) : null;
+    this.maxLifetimeSeconds = options.maxTokenLifetimeSeconds ?? DEFAULT_TOKEN_LIFETIME_SECONDS;
   }
 
   async authenticate(credentials: Credentials): Promise<Tenant> {
@@ -77,10 +100,14 @@ export class Authenticator {
     if (!this.secret) throw unauthenticated("Bearer tokens are not accepted: the server has no JWT_SECRET.");
     let claims: z.infer<typeof claimsSchema>;
     try {
-      const { payload } = await jwtVerify(token, this.secret, { algorithms: ["HS256"] });
+      const { payload } = await jwtVerify(token, this.secret, { algorithms: ["HS256"], requiredClaims: ["exp"] });
       claims = claimsSchema.parse(payload);
     } catch {
-      throw unauthenticated("Invalid or expired bearer token.");
+      throw unauthenticated("Invalid or expired bearer token: it must be signed HS256, unexpired, with exp, tenant_id and a plain sub.");
+    }
+    const now = Date.now() / 1000;
+    if (claims.exp - Math.min(now, claims.iat ?? now) > this.maxLifetimeSeconds) {
+      throw unauthenticated(`Bearer tokens may live at most ${this.maxLifetimeSeconds} s (exp - iat): ask for a shorter-lived one.`);
     }
     if (tenantId && tenantId.toLowerCase() !== claims.tenant_id) {
       throw forbidden("This token does not have access to the requested workspace.");

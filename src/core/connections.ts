@@ -5,6 +5,7 @@ import type { CoreDeps } from "./context.js";
 import { conflict, notFound } from "./errors.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
 import { isUniqueViolation } from "./prisma-errors.js";
+import type { TokenVault } from "./oauth-tokens.js";
 import { parseInput } from "./validation.js";
 
 export type { AgentConnection };
@@ -26,25 +27,11 @@ export const connectionCreateSchema = z.object({
     .regex(/^[^\s\p{Cc}]+$/u),
 });
 
-/**
- * What a connection says about its token. This service holds no OAuth provider, so it knows only
- * the token's id and claims nothing more: an id of the form `<provider>:<account>` (provider a
- * lower-case slug, e.g. `github:acme-bot`) names its provider and account label; any other id is
- * provider `unknown`, labelled by the id itself. Scopes are empty and expires_at is null because no
- * provider was asked.
- */
-export function describeToken(oauthTokenId: string) {
-  const match = /^([a-z][a-z0-9_-]{0,62}):(.+)$/.exec(oauthTokenId);
-  return {
-    providerId: match ? match[1]! : "unknown",
-    providerAccountLabel: match ? match[2]! : oauthTokenId,
-    scopes: [] as string[],
-    expiresAt: null,
-  };
-}
-
 export class ConnectionService {
-  constructor(private readonly deps: CoreDeps) {}
+  constructor(
+    private readonly deps: CoreDeps,
+    private readonly vault: TokenVault,
+  ) {}
 
   /** Every connection of the agent in the caller's workspace, newest first. */
   async list(tenant: Tenant, agentId: string): Promise<AgentConnection[]> {
@@ -65,15 +52,25 @@ export class ConnectionService {
     );
   }
 
+  /**
+   * Connects one of the caller's OAuth tokens to the agent: its provider, account label, scopes and
+   * expiry are the token's (and follow it when it is refreshed or relabelled). A token that is not
+   * the caller's, in this workspace, is not found.
+   */
   async create(tenant: Tenant, agentId: string, body: unknown): Promise<AgentConnection> {
     const input = parseInput(connectionCreateSchema, body, "body");
+    const [token] = await this.vault.byIds(tenant, [input.oauth_token_id]);
+    if (!token) throw notFound("OAuth token", input.oauth_token_id);
     try {
       return await this.deps.prisma.agentConnection.create({
         data: {
           workspaceId: tenant.workspaceId,
           agentId,
-          oauthTokenId: input.oauth_token_id,
-          ...describeToken(input.oauth_token_id),
+          oauthTokenId: token.id,
+          providerId: token.providerId,
+          providerAccountLabel: token.providerAccountLabel,
+          scopes: token.scopes,
+          expiresAt: token.expiresAt,
           createdBy: tenant.actor,
         },
       });

@@ -1,6 +1,7 @@
 import type { InternalImageBuilds } from "../config.js";
 import type { PrismaClient } from "../db/client.js";
 import type { EventBus } from "../events/types.js";
+import type { BlobStore } from "./blobs/types.js";
 import type { CursorCodec } from "./pagination.js";
 import type { SecretBox } from "./secrets.js";
 
@@ -14,4 +15,6 @@ export interface CoreDeps {
   deploymentDomain: string;
   /** Whether this installation's cloud provider runs internal image builds (internal_container). */
   internalImageBuilds: InternalImageBuilds;
+  /** Where uploaded source tarballs are kept. */
+  blobs: BlobStore;
 }

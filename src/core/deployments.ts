@@ -13,7 +13,6 @@ import {
   deploymentCreateSchema,
   type DeploymentUpdateInput,
   deploymentUpdateSchema,
-  parseSecretBearingBody,
   revisionCreateSchema,
 } from "./schemas/deployment.js";
 import { readSecretReferences, readStoredSecrets } from "./schemas/secrets.js";
@@ -34,7 +33,9 @@ import {
   type DeploymentStatus,
   REVISION_TRIGGER_FIELDS,
   SOURCE_REVISION_FIELDS,
+  type SourceConfigInput,
 } from "./schemas/source.js";
+import { parseInput } from "./validation.js";
 
 export type DeploymentWithRevision = Deployment & { latestRevision: Revision | null };
 /** A deployment with what REST shows of its latest revision (GET by id, the listing). */
@@ -81,7 +82,7 @@ export class DeploymentService {
   ) {}
 
   async create(tenant: Tenant, body: unknown): Promise<DeploymentWithRevision> {
-    const input = parseSecretBearingBody(deploymentCreateSchema, body);
+    const input = parseInput(deploymentCreateSchema, body, "body");
     const sourceConfig = toSourceConfig(input.source_config);
     const sourceRevisionConfig = toSourceRevisionConfig(input.source_revision_config);
     sourceConfig.deployment_type ??= "dev";
@@ -166,14 +167,14 @@ export class DeploymentService {
 
   /** PATCH: a new revision exactly when COMPAT.md says so, otherwise an update in place. */
   async update(tenant: Tenant, id: string, body: unknown): Promise<DeploymentWithRevision> {
-    const input = parseSecretBearingBody(deploymentUpdateSchema, body);
+    const input = parseInput(deploymentUpdateSchema, body, "body");
     const { deployment, latestRevision } = await this.change(tenant, id, input, false);
     return { ...deployment, latestRevision };
   }
 
   /** POST …/revisions: the same changes as PATCH, but always a new revision, which is returned. */
   async createRevision(tenant: Tenant, id: string, body: unknown): Promise<Revision> {
-    const input = parseSecretBearingBody(revisionCreateSchema, body);
+    const input = parseInput(revisionCreateSchema, body, "body");
     const { latestRevision } = await this.change(tenant, id, input, true);
     if (!latestRevision) throw new Error("a forced change always creates a revision");
     return latestRevision;
@@ -236,7 +237,11 @@ export class DeploymentService {
   private async remove(tenant: Tenant, ids: string[]): Promise<string[]> {
     // Through AWAITING_DELETE, published, before the rows go.
     const foundIds = await markDeleting(this.deps, tenant.workspaceId, ids);
-    if (foundIds.length > 0) await this.deps.prisma.deployment.deleteMany({ where: { id: { in: foundIds }, workspaceId: tenant.workspaceId } });
+    if (foundIds.length > 0) {
+      await this.deps.prisma.deployment.deleteMany({ where: { id: { in: foundIds }, workspaceId: tenant.workspaceId } });
+      // Their uploads' rows went with them; the bytes of a folder store go now.
+      await this.deps.blobs.removeDeployments(foundIds);
+    }
     return foundIds;
   }
 
@@ -254,7 +259,7 @@ export class DeploymentService {
         const fields = fixed.map((i) => i.loc.slice(1).join(".")).join(", ");
         throw new CoreError("BAD_REQUEST", `${fields} cannot be changed once the deployment is created.`, fixed);
       }
-      const nextConfig = overlay(currentConfig, input.source_config);
+      const nextConfig = overlay(currentConfig, shownUrlUnchanged(input.source_config, currentConfig, current.url));
       const revisionInputs = input.source_revision_config;
       const due =
         force ||
@@ -310,21 +315,33 @@ export class DeploymentService {
     return deployment;
   }
 
-  /** The installation and listener a revision names must be the workspace's own (400 otherwise). */
+  /**
+   * The installation and listener a revision names, whatever its source, must be the workspace's own
+   * (400 "not found" otherwise, as if another workspace's did not exist).
+   */
   private async checkReferences(db: Tx, tenant: Tenant, s: RevisionSubject, loc: "body" | null): Promise<void> {
     const refuse = (field: string, message: string) =>
       new CoreError("BAD_REQUEST", message, loc ? [{ loc: [loc, "source_config", field], msg: message, type: "value_error" }] : []);
     const integrationId = s.sourceConfig.integration_id;
-    if (s.source === "codehost" && integrationId) {
+    if (integrationId) {
       const found = await db.codehostInstallation.findFirst({ where: { id: integrationId, workspaceId: tenant.workspaceId }, select: { id: true } });
       if (!found) throw refuse("integration_id", `Integration ID ${integrationId} not found.`);
     }
     const listenerId = s.sourceConfig.listener_id;
-    if (s.source === "external_container" && listenerId) {
+    if (listenerId) {
       const found = await db.listener.findFirst({ where: { id: listenerId, workspaceId: tenant.workspaceId }, select: { id: true } });
       if (!found) throw refuse("listener_id", `Listener ID ${listenerId} not found.`);
     }
   }
+}
+
+/**
+ * Answers show the serving URL as source_config.custom_url; a client that sends back what it was
+ * shown (the generated URL, while no custom one is set) changes nothing.
+ */
+function shownUrlUnchanged(input: SourceConfigInput | null | undefined, current: SourceConfig, servedAt: string) {
+  if (!input || input.custom_url == null || current.custom_url !== null || input.custom_url !== servedAt) return input;
+  return { ...input, custom_url: null };
 }
 
 /**

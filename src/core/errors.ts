@@ -15,7 +15,13 @@ export type ErrorCode =
   | "UNAUTHENTICATED"
   | "FORBIDDEN"
   | "PARTIAL"
-  | "UNAVAILABLE";
+  | "UNAVAILABLE"
+  /** A body larger than the endpoint takes (413). */
+  | "TOO_LARGE"
+  /** A body of a type the endpoint does not take (415). */
+  | "UNSUPPORTED_TYPE"
+  /** Another service this one called (an OAuth provider) failed or did not answer: 502. */
+  | "UPSTREAM";
 
 /** The errors core raises; each face maps them to its own shape (REST status + detail, GraphQL userErrors). */
 export class CoreError extends Error {

@@ -98,9 +98,10 @@ export class Wakeup {
  * One live view of one object, shared by every local subscriber of it: one bus subscription, one
  * read per change, one re-check timer, whatever the number of subscribers. A subclass reads the
  * object's state (load), then what changed after each wake-up (step), and publishes it; a subscriber
- * joining later starts from `current`, the last state published.
+ * joining later starts from `current`, the last state published (or what greet() gives it, told
+ * `J`, what the subscriber asked for).
  */
-export abstract class Feed<T> {
+export abstract class Feed<T, J = void> {
   private readonly channels = new Set<Channel<T>>();
   /** Subscribers joined or still waiting for the first read: the feed lives while there are any. */
   private holds = 0;
@@ -140,7 +141,7 @@ export abstract class Feed<T> {
   }
 
   /** A new subscriber: after the first read, it receives the current state, then every later change. */
-  async join(): Promise<Channel<T>> {
+  async join(options: J): Promise<Channel<T>> {
     this.holds++;
     try {
       await this.ready;
@@ -149,10 +150,15 @@ export abstract class Feed<T> {
       throw err;
     }
     const channel = new Channel<T>(this.leave);
-    if (this.current !== undefined && !this.failure) channel.push(this.current);
+    if (!this.failure) this.greet(channel, options);
     if (this.ended) channel.end(this.failure ?? undefined);
     else this.channels.add(channel);
     return channel;
+  }
+
+  /** What a subscriber joining now receives first: by default `current`, the last state published. */
+  protected greet(channel: Channel<T>, _options: J): void {
+    if (this.current !== undefined) channel.push(this.current);
   }
 
   /** Sends a change to every subscriber; `remember` makes it what later subscribers start from. */

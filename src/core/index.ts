@@ -6,25 +6,55 @@ import { InstallationService } from "./installations.js";
 import { ConnectionService } from "./connections.js";
 import { GraphQueries } from "./graph-queries.js";
 import { IdempotencyService } from "./idempotency.js";
+import { LogService } from "./logs.js";
 import { RevisionPages } from "./revision-pages.js";
 import { Watcher } from "./watch.js";
+import { PushTokenService } from "./push-tokens.js";
+import type { Registry } from "./registry/index.js";
+import { UploadService } from "./uploads.js";
+import { OAuthClient } from "./oauth-client.js";
+import { type OAuthSettings, ProviderService } from "./oauth-providers.js";
+import { TokenVault } from "./oauth-tokens.js";
+import { FlowService } from "./oauth-flows.js";
+import { RepositoryService } from "./repositories.js";
+
+/** Seconds each request to an OAuth provider may take. */
+const PROVIDER_TIMEOUT_SECONDS = 10;
 
 /** The core: one service per resource, all over the same dependencies. Faces call only this. */
 export function createCore(
   deps: CoreDeps,
   options: {
     jwtSecret?: string;
+    /** Bearer tokens meant to live longer are refused (default: a day). */
+    maxTokenLifetimeSeconds?: number;
     /** Keys the fingerprints of Idempotency-Key requests (derived from SECRETS_KEY). */
     idempotencyFingerprintKey: Buffer;
+    /** The container registry this service is the token server of (REGISTRY_URL); null: none. */
+    registry: Registry | null;
+    /** Signs upload URLs (derived from SECRETS_KEY). */
+    uploadSigningKey: Buffer;
+    /** PUBLIC_URL: the base of upload URLs; null: the request's origin. */
+    publicUrl: string | null;
+    /** The agents' OAuth service: where browsers reach this service, http providers, flow lifetime. */
+    oauth: OAuthSettings;
   },
 ) {
+  const oauthClient = new OAuthClient({ allowHttp: options.oauth.allowHttp, timeoutSeconds: PROVIDER_TIMEOUT_SECONDS });
+  const oauthTokens = new TokenVault(deps, options.oauth, oauthClient);
+  const oauthProviders = new ProviderService(deps, options.oauth, oauthClient, oauthTokens);
   return {
     deps,
-    auth: new Authenticator(deps.prisma, options.jwtSecret),
+    auth: new Authenticator(deps.prisma, { jwtSecret: options.jwtSecret, maxTokenLifetimeSeconds: options.maxTokenLifetimeSeconds }),
     listeners: new ListenerService(deps),
     ...deploymentServices(deps),
     installations: new InstallationService(deps),
-    connections: new ConnectionService(deps),
+    connections: new ConnectionService(deps, oauthTokens),
+    repositories: new RepositoryService(deps),
+    /** The agents' OAuth service: providers, the token vault, authorization flows. */
+    oauthProviders,
+    oauthTokens,
+    oauthFlows: new FlowService(deps, options.oauth, oauthClient, oauthProviders, oauthTokens),
     /** Idempotency-Key on POSTs: the first answer, replayed. */
     idempotency: new IdempotencyService(deps.prisma, options.idempotencyFingerprintKey),
     /** Batch loads, counts and per-parent pages for the GraphQL face's DataLoaders. */
@@ -32,6 +62,13 @@ export function createCore(
     revisionPages: new RevisionPages(deps),
     /** Live views for subscriptions. */
     watch: new Watcher(deps),
+    registry: options.registry,
+    /** Push tokens of the command-line tool, and the registry's token server. */
+    pushTokens: new PushTokenService(deps, options.registry),
+    /** Signed upload URLs and the source tarballs uploaded through them. */
+    uploads: new UploadService(deps, deps.blobs, options.uploadSigningKey, options.publicUrl),
+    /** Revisions' build and deploy logs. */
+    logs: new LogService(deps),
   };
 }
 

@@ -5,6 +5,7 @@ import type { CoreDeps } from "./context.js";
 import { conflict } from "./errors.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
 import { isUniqueViolation } from "./prisma-errors.js";
+import { repositoryListSchema, repositoryRows } from "./repositories.js";
 import { parseInput, queryInt } from "./validation.js";
 
 export type { CodehostInstallation };
@@ -25,6 +26,8 @@ export const installationRegisterSchema = z.object({
   name: z.string().min(1).max(255),
   repository_selection: z.enum(["all", "selected"]).nullish(),
   settings_url: z.url({ protocol: /^https$/, error: "must be an https URL" }).max(2048).nullish(),
+  /** The repositories it gives access to (replaced later with PUT …/{integration_id}/repositories). */
+  repositories: repositoryListSchema.nullish(),
 });
 
 export interface InstallationPage {
@@ -68,14 +71,19 @@ export class InstallationService {
   async register(tenant: Tenant, body: unknown): Promise<CodehostInstallation> {
     const input = parseInput(installationRegisterSchema, body, "body");
     try {
-      return await this.deps.prisma.codehostInstallation.create({
-        data: {
-          workspaceId: tenant.workspaceId,
-          installationId: input.installation_id,
-          name: input.name,
-          repositorySelection: input.repository_selection ?? null,
-          settingsUrl: input.settings_url ?? null,
-        },
+      return await this.deps.prisma.$transaction(async (tx) => {
+        const installation = await tx.codehostInstallation.create({
+          data: {
+            workspaceId: tenant.workspaceId,
+            installationId: input.installation_id,
+            name: input.name,
+            repositorySelection: input.repository_selection ?? null,
+            settingsUrl: input.settings_url ?? null,
+          },
+        });
+        const repositories = input.repositories ?? [];
+        if (repositories.length > 0) await tx.codehostRepository.createMany({ data: repositoryRows(tenant.workspaceId, installation.id, repositories) });
+        return installation;
       });
     } catch (err) {
       if (isUniqueViolation(err)) {

@@ -9,13 +9,17 @@ import { parseInput } from "./validation.js";
 
 export type { Listener };
 
-const computeConfig = z.object({ k8s_namespaces: z.array(z.string().min(1).max(63)).max(100) });
+/** `k8s_namespaces` may be null (the listener's own namespace); stored with the key always present. */
+const computeConfig = z
+  .object({ k8s_namespaces: z.array(z.string().min(1).max(63)).max(100).nullish() })
+  .transform((c) => ({ k8s_namespaces: c.k8s_namespaces ?? null }));
 
+/** What the real API takes: compute_config is required, version optional and nullable. */
 export const listenerCreateSchema = z.object({
   compute_type: z.enum(["k8s"]),
   compute_id: z.string().min(1).max(253),
-  compute_config: computeConfig.default({ k8s_namespaces: [] }),
-  version: z.string().min(1).max(100),
+  compute_config: computeConfig,
+  version: z.string().min(1).max(100).nullish(),
 });
 
 /** PATCH changes only `version` and `compute_config`. */
@@ -36,7 +40,7 @@ export class ListenerService {
           computeType: input.compute_type,
           computeId: input.compute_id,
           computeConfig: input.compute_config,
-          version: input.version,
+          version: input.version ?? null,
         },
       });
     } catch (err) {
@@ -61,15 +65,15 @@ export class ListenerService {
     return { resources, offset: page.offset + resources.length };
   }
 
+  /** PATCH: null and omitted fields keep their values; a body that changes nothing answers the listener as it is. */
   async update(tenant: Tenant, id: string, body: unknown): Promise<Listener> {
-    const input = parseInput(listenerUpdateSchema, body, "body");
-    const { count } = await this.deps.prisma.listener.updateMany({
-      where: { id, workspaceId: tenant.workspaceId },
-      data: {
-        ...(input.version != null && { version: input.version }),
-        ...(input.compute_config != null && { computeConfig: input.compute_config }),
-      },
-    });
+    const input = parseInput(listenerUpdateSchema, body ?? {}, "body");
+    const data = {
+      ...(input.version != null && { version: input.version }),
+      ...(input.compute_config != null && { computeConfig: input.compute_config }),
+    };
+    if (Object.keys(data).length === 0) return this.get(tenant, id);
+    const { count } = await this.deps.prisma.listener.updateMany({ where: { id, workspaceId: tenant.workspaceId }, data });
     if (count === 0) throw notFound("Listener", id);
     return this.get(tenant, id);
   }

@@ -14,13 +14,13 @@ export interface OffsetPage<T> {
   offset: number;
 }
 
-/** A position in a newest-first listing ordered by (created_at DESC, id DESC). */
+/** A position in a listing ordered by (created_at, id): a row's uuid, or a log line's numeric id. */
 export interface Position {
   createdAt: Date;
   id: string;
 }
 
-const positionSchema = z.object({ t: z.iso.datetime(), id: z.uuid() });
+const positionSchema = z.object({ t: z.iso.datetime(), id: z.union([z.uuid(), z.string().regex(/^[1-9][0-9]{0,18}$/)]) });
 
 /**
  * Opaque cursors: the position, signed with HMAC-SHA256 so that a cursor the server did not issue
@@ -116,6 +116,22 @@ export async function keysetPage<T extends Position>(
   }
   const size = args.first ?? defaultSize;
   const rows = await query({ where, orderBy: newestFirst, take: size + 1 });
+  const items = rows.slice(0, size);
+  if (args.last !== undefined && items.length > args.last) {
+    return { items: items.slice(items.length - args.last), hasPreviousPage: true, hasNextPage: rows.length > size };
+  }
+  return { items, hasNextPage: rows.length > size, hasPreviousPage: args.after !== undefined };
+}
+
+/**
+ * The page of a batched keyset read (RevisionPages, log pages): `rows` are one parent's rows as read
+ * for the page, `size` + 1 of them at most, in the direction of travel (`backward`: from `before`
+ * towards the start). The same page semantics as keysetPage.
+ */
+export function pageOfRows<T>(rows: T[], args: KeysetArgs, size: number, backward: boolean): KeysetPage<T> {
+  if (backward) {
+    return { items: rows.slice(0, size).reverse(), hasPreviousPage: rows.length > size, hasNextPage: args.before !== undefined };
+  }
   const items = rows.slice(0, size);
   if (args.last !== undefined && items.length > args.last) {
     return { items: items.slice(items.length - args.last), hasPreviousPage: true, hasNextPage: rows.length > size };

@@ -40,6 +40,9 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
   return isDatabaseUnavailable(e.cause, depth + 1) || isDatabaseUnavailable(meta?.driverAdapterError, depth + 1);
 }
 
+/** How long both faces tell a client to wait before retrying when the database is lost (Retry-After). */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
+
 /** A lost database as the CoreError both faces answer with (503 + Retry-After, SERVICE_UNAVAILABLE). */
 export const unavailableAsCoreError = (err: unknown): unknown =>
   isDatabaseUnavailable(err) ? new CoreError("UNAVAILABLE", "The database is unavailable; retry shortly.") : err;

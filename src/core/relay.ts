@@ -60,7 +60,7 @@ export function keysetArgs(cursors: CursorCodec, purpose: string, args: RelayArg
  * An edge whose cursor is signed when first read: a page of 100 items costs 100 HMACs only if the
  * client selects every edge's cursor, and most select pageInfo's endCursor or none.
  */
-class LazyEdge<T extends Position> implements Edge<T> {
+class LazyEdge<T> implements Edge<T> {
   private signed: string | null = null;
 
   constructor(
@@ -75,7 +75,12 @@ class LazyEdge<T extends Position> implements Edge<T> {
 
 /** A keyset page as Relay edges, each with its own signed cursor (signed on demand). */
 export function toRelayPage<T extends Position>(cursors: CursorCodec, purpose: string, page: KeysetPage<T>): RelayPage<T> {
-  const sign = (node: T) => cursors.encode(purpose, node);
+  return toRelayPageBy(cursors, purpose, page, (node) => node);
+}
+
+/** toRelayPage for nodes that are not positions themselves: `position` says where each one is. */
+export function toRelayPageBy<T>(cursors: CursorCodec, purpose: string, page: KeysetPage<T>, position: (node: T) => Position): RelayPage<T> {
+  const sign = (node: T) => cursors.encode(purpose, position(node));
   const edges: Edge<T>[] = page.items.map((node) => new LazyEdge(node, sign));
   return {
     edges,

@@ -2,7 +2,7 @@ import { Prisma, type Revision } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { uuidsOnly } from "./graph-queries.js";
-import type { KeysetArgs, KeysetPage } from "./pagination.js";
+import { type KeysetArgs, type KeysetPage, pageOfRows } from "./pagination.js";
 import { DEFAULT_PAGE_SIZE } from "./relay.js";
 
 /** `revisions` columns as raw SQL returns them → the model's field names, each worked out once. */
@@ -43,17 +43,7 @@ export class RevisionPages {
       if (list) list.push(row);
       else byDeployment.set(row.deploymentId, [row]);
     }
-    return deploymentIds.map((id) => {
-      const found = byDeployment.get(id.toLowerCase()) ?? [];
-      if (backward) {
-        return { items: found.slice(0, size).reverse(), hasPreviousPage: found.length > size, hasNextPage: args.before !== undefined };
-      }
-      const items = found.slice(0, size);
-      if (args.last !== undefined && items.length > args.last) {
-        return { items: items.slice(items.length - args.last), hasPreviousPage: true, hasNextPage: found.length > size };
-      }
-      return { items, hasNextPage: found.length > size, hasPreviousPage: args.after !== undefined };
-    });
+    return deploymentIds.map((id) => pageOfRows(byDeployment.get(id.toLowerCase()) ?? [], args, size, backward));
   }
 
   /** How many revisions (of these statuses) each deployment has, in one grouped statement. */

@@ -10,6 +10,8 @@ import { readSourceConfig, readSourceRevisionConfig, type SourceConfig, type Sou
 import type { Source } from "./schemas/source.js";
 import type { DomainEvent } from "../events/types.js";
 import { applyTransition, publishEvents, skipSuperseded } from "./transitions.js";
+import { appendLines, statusLine } from "./log-writer.js";
+import { routeFor } from "../pipeline/machine.js";
 
 export type { Revision };
 export type Tx = Prisma.TransactionClient;
@@ -107,6 +109,8 @@ export class RevisionService {
     });
     // Older revisions that have not started building are SKIPPED in this same transaction.
     superseded.set(revision, await skipSuperseded(tx, revision));
+    // After their SKIPPED lines, in the deployment's log: what supersedes them comes next.
+    await appendLines(tx, revision.id, [statusLine(routeFor(snapshot.source), null, "CREATING", CREATED_MESSAGE)], []);
     const updated = await tx.deployment.update({ where: { id: deployment.id }, data: { latestRevisionId: revision.id } });
     return { revision, deployment: updated };
   }

@@ -10,6 +10,8 @@ import {
 } from "../pipeline/machine.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, CoreError, notFound } from "./errors.js";
+import { trimRevisionLogs } from "./log-retention.js";
+import { appendLines, statusLine } from "./log-writer.js";
 
 export type Tx = Prisma.TransactionClient;
 
@@ -26,8 +28,8 @@ export interface TransitionRequest {
   expectedFrom?: RevisionStatus;
   /** Apply only while this pipeline worker holds the revision's lease. */
   leaseOwner?: string;
-  /** What the step found out, written with the status (the resolved commit of a codehost source). */
-  patch?: { repoCommitSha?: string; repoCommitTitle?: string };
+  /** What the step found out, written with the status (the resolved commit of a codehost source, the build's findings). */
+  patch?: { repoCommitSha?: string; repoCommitTitle?: string; imageDigest?: string | null; buildReport?: Prisma.InputJsonValue };
 }
 
 export interface TransitionResult {
@@ -51,9 +53,9 @@ const DEFAULT_MESSAGES: Partial<Record<RevisionStatus, string>> = {
 };
 
 /**
- * Every revision status change goes through here: one transaction writes the status and its event-log
- * row (and, on DEPLOYED, the deployment's active revision and READY status), guarded by compare-and-set
- * on the old status; after commit, one publication.
+ * Every revision status change goes through here: one transaction writes the status, its event-log
+ * row and its log line (and, on DEPLOYED, the deployment's active revision and READY status), guarded
+ * by compare-and-set on the old status; after commit, one publication.
  */
 export async function applyTransition(deps: CoreDeps, req: TransitionRequest): Promise<TransitionResult> {
   const result = await deps.prisma.$transaction((tx) => transitionInTx(tx, req));
@@ -100,6 +102,9 @@ export async function transitionInTx(tx: Tx, req: TransitionRequest): Promise<Tr
   });
   if (count === 0) throw new CoreError("CONFLICT", `revision ${current.id} changed concurrently`);
   await tx.revisionEvent.create({ data: { revisionId: current.id, fromStatus: from, toStatus: next.to, message } });
+  // Its line in the revision's log (a final status's line is the log's last), told with revision.status.
+  await appendLines(tx, current.id, [statusLine(routeFor(current.source), from, next.to, message)], []);
+  if (terminal) await trimRevisionLogs(tx, current.id);
 
   const events: DomainEvent[] = [
     {

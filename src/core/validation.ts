@@ -1,18 +1,29 @@
 import { z } from "zod";
 import { type ValidationIssue, invalid } from "./errors.js";
+import { quotable, secretsSent } from "./secret-schemas.js";
 
 export type Location = "body" | "query" | "path";
 
 /**
  * Parses input with a zod schema; on failure throws a VALIDATION CoreError whose issues are in
  * FastAPI's shape (loc starting with the location, pydantic's `type` names and messages), all at once.
+ * An issue quotes what was sent (`input`) unless it may be or hold a secret value (secret-schemas.ts):
+ * a secret, a list of them, or the whole body that carries them, whatever shape the client sent.
  */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, location: Location): z.output<S> {
   const deep = tooDeep(input, [location]);
   if (deep) throw invalid([deep]);
   const result = schema.safeParse(input, { reportInput: true });
   if (!result.success) {
-    throw invalid(result.error.issues.map((issue) => toFastApiIssue(withSentInput(issue, input), location)));
+    const sent = secretsSent(schema, input);
+    throw invalid(
+      result.error.issues.map((issue) => {
+        const shown = toFastApiIssue(withSentInput(issue, input), location);
+        if (!("input" in shown) || quotable(schema, issue.path, shown.input, sent)) return shown;
+        const { input: _secret, ...rest } = shown;
+        return rest;
+      }),
+    );
   }
   const unstorable = unstorableIssues(result.data, [location]);
   if (unstorable.length > 0) throw invalid(unstorable);
@@ -43,6 +54,9 @@ function tooDeep(input: unknown, root: (string | number)[]): ValidationIssue | n
 
 /** An unpaired UTF-16 surrogate: valid in a JS string, not in UTF-8 (text is altered) or in jsonb (refused). */
 const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Whether PostgreSQL can store a string as sent (no NUL, no unpaired surrogate). */
+export const isStorable = (s: string) => unstorable(s) === null;
 
 /** Why PostgreSQL cannot store a string as sent, or null. */
 function unstorable(s: string): string | null {

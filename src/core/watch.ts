@@ -6,6 +6,9 @@ import type { CoreDeps } from "./context.js";
 import { notFound } from "./errors.js";
 import { Feed } from "./feeds.js";
 import { GraphQueries } from "./graph-queries.js";
+import { checkTail, DEFAULT_TAIL, RevisionLogFeed } from "./log-feed.js";
+import type { LogLine } from "./log-queries.js";
+import type { LogKind } from "./schemas/logs.js";
 
 export { Channel } from "./feeds.js";
 
@@ -47,7 +50,7 @@ const RECHECK_MS = 10_000;
  */
 export class Watcher {
   private readonly graph: GraphQueries;
-  private readonly feeds = new Map<string, Feed<unknown>>();
+  private readonly feeds = new Map<string, Feed<unknown, unknown>>();
 
   constructor(private readonly deps: CoreDeps) {
     this.graph = new GraphQueries(deps);
@@ -71,23 +74,40 @@ export class Watcher {
     return this.join(tenant, topics.deploymentStatus(id), (forget) => new DeploymentStatusFeed(this.graph, tenant, id, forget));
   }
 
+  /**
+   * The last `tail` lines of the revision's build or deploy log (oldest first), then every new line
+   * as it is written; ends after the revision's final status line. Subscribers of one log share
+   * one feed, which keeps the last MAX_TAIL lines: joining costs no read while it runs.
+   */
+  revisionLogs(tenant: Tenant, revisionId: string, kind: LogKind, tail: number = DEFAULT_TAIL): Promise<AsyncIterableIterator<LogLine>> {
+    checkTail(tail);
+    const id = revisionId.toLowerCase();
+    const make = (forget: () => void) => new RevisionLogFeed(this.deps.prisma, tenant, id, kind, RECHECK_MS, forget);
+    return this.join(tenant, topics.revisionLogs(id, kind), make, tail);
+  }
+
   /** How many feeds are live (diagnostics and tests). */
   get feedCount(): number {
     return this.feeds.size;
   }
 
-  private join<T>(tenant: Tenant, topic: string, make: (forget: () => void) => Feed<T>): Promise<AsyncIterableIterator<T>> {
+  private join<T, J = void>(
+    tenant: Tenant,
+    topic: string,
+    make: (forget: () => void) => Feed<T, J>,
+    options?: J,
+  ): Promise<AsyncIterableIterator<T>> {
     const key = `${tenant.workspaceId} ${topic}`;
-    let feed = this.feeds.get(key) as Feed<T> | undefined;
+    let feed = this.feeds.get(key) as Feed<T, J> | undefined;
     if (!feed || feed.ended) {
       const created = make(() => {
         if (this.feeds.get(key) === created) this.feeds.delete(key);
       });
-      this.feeds.set(key, created as Feed<unknown>);
+      this.feeds.set(key, created as Feed<unknown, unknown>);
       created.open(this.deps.events, topic, tenant.workspaceId);
       feed = created;
     }
-    return feed.join();
+    return feed.join(options as J);
   }
 }
 
@@ -177,7 +197,7 @@ class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
   private pending: Extract<DomainEvent, { revisionId: string }>[] = [];
 
   protected override received(event: DomainEvent): void {
-    if (event.type !== "deployment.status") this.pending.push(event);
+    if (event.type === "revision.status" || event.type === "deployment.revisions") this.pending.push(event);
   }
 
   protected async load(): Promise<void> {

@@ -4,6 +4,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import type { Config } from "../config.js";
+import type { Logger } from "../logger.js";
 import { PrismaClient } from "../generated/prisma/client.js";
 import { countStatements, statementLogOptions } from "./statement-counter.js";
 
@@ -34,6 +35,8 @@ export interface OpenOptions {
   pgliteSnapshot?: Blob;
   /** PostgreSQL only: connections in the pool. */
   poolSize?: number;
+  /** PostgreSQL only: where lost connections are told. */
+  logger?: Logger;
 }
 
 /**
@@ -46,7 +49,7 @@ const transactionOptions = { maxWait: 10_000, timeout: 10_000 };
 export async function openDatabase(config: Config["database"], options: OpenOptions = {}): Promise<Database> {
   return config.kind === "pglite"
     ? openPglite(config.dataDir, options.pgliteSnapshot)
-    : openPostgres(config.url, options.poolSize ?? 10);
+    : openPostgres(config.url, options.poolSize ?? 10, options.logger);
 }
 
 async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Database> {
@@ -78,10 +81,18 @@ async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Data
   };
 }
 
-async function openPostgres(url: string, max: number): Promise<Database> {
+async function openPostgres(url: string, max: number, logger?: Logger): Promise<Database> {
   const pool = new pg.Pool({ connectionString: url, max });
-  // A connection that the server drops must not crash the process; the next query reconnects.
-  pool.on("error", () => {});
+  // A connection the server drops (a failover, a restart, an idle reaper, pg_terminate_backend) emits
+  // 'error' on its client. An idle one is the pool's to drop ('error' on the pool). One in use is
+  // listened to by whoever holds it, but not always yet: a connection handed to a waiting
+  // transaction can be cut before Prisma's adapter listens, and an 'error' without a listener ends
+  // the process. So every connection is listened to from the moment it opens, for as long as it
+  // lives; the query it was running fails on its own (503), and the pool replaces it.
+  pool.on("error", (err) => logger?.warn({ reason: err.message }, "database: an idle connection was lost; the pool opens another"));
+  pool.on("connect", (client) => {
+    client.on("error", (err) => logger?.debug({ reason: err.message }, "database: a connection in use was lost"));
+  });
   const prisma = countStatements(new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions, ...statementLogOptions }));
   return {
     kind: "postgres",

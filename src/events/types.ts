@@ -5,13 +5,18 @@
 export type DomainEvent =
   | { type: "revision.status"; workspaceId: string; deploymentId: string; revisionId: string; status: string }
   | { type: "deployment.revisions"; workspaceId: string; deploymentId: string; revisionId: string }
-  | { type: "deployment.status"; workspaceId: string; deploymentId: string; status: string };
+  | { type: "deployment.status"; workspaceId: string; deploymentId: string; status: string }
+  /** New lines in a revision's build or deploy log (lines a status change writes come with revision.status). */
+  | { type: "revision.logs"; workspaceId: string; deploymentId: string; revisionId: string; kind: "build" | "deploy" }
+  | { type: "oauth.flow"; workspaceId: string; flowId: string; status: string };
 
 /** The topic an event is delivered on; subscribers name topics with the same helpers. */
 export const topics = {
   revision: (revisionId: string) => `revision:${revisionId}`,
   deploymentRevisions: (deploymentId: string) => `deployment-revisions:${deploymentId}`,
   deploymentStatus: (deploymentId: string) => `deployment:${deploymentId}`,
+  revisionLogs: (revisionId: string, kind: "build" | "deploy") => `revision-logs:${revisionId}:${kind}`,
+  oauthFlow: (flowId: string) => `oauth-flow:${flowId}`,
 };
 
 export function topicOf(event: DomainEvent): string {
@@ -22,17 +27,22 @@ export function topicOf(event: DomainEvent): string {
       return topics.deploymentRevisions(event.deploymentId);
     case "deployment.status":
       return topics.deploymentStatus(event.deploymentId);
+    case "revision.logs":
+      return topics.revisionLogs(event.revisionId, event.kind);
+    case "oauth.flow":
+      return topics.oauthFlow(event.flowId);
   }
 }
 
 /**
  * Every topic an event is delivered on: a revision's status change is also a change among its
- * deployment's revisions, so one publication reaches both kinds of subscriber.
+ * deployment's revisions, and a line in its logs (every status change writes one, and a final one
+ * closes both logs), so one publication reaches every kind of subscriber.
  */
 export function topicsOf(event: DomainEvent): string[] {
-  return event.type === "revision.status"
-    ? [topics.revision(event.revisionId), topics.deploymentRevisions(event.deploymentId)]
-    : [topicOf(event)];
+  if (event.type !== "revision.status") return [topicOf(event)];
+  const id = event.revisionId;
+  return [topics.revision(id), topics.deploymentRevisions(event.deploymentId), topics.revisionLogs(id, "build"), topics.revisionLogs(id, "deploy")];
 }
 
 export type Unsubscribe = () => void;

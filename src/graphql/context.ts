@@ -7,11 +7,13 @@ export interface GraphQLContext {
   core: Core;
   tenant: Tenant;
   loaders: Loaders;
+  /** The origin the request came in on (null over WebSocket): where OAuth providers send browsers back when PUBLIC_URL is unset. */
+  origin: string | null;
 }
 
 /** One per operation: loaders cache rows, so they are never shared between requests or callers. */
-export function createContext(core: Core, tenant: Tenant): GraphQLContext {
-  return { core, tenant, loaders: createLoaders(core, tenant) };
+export function createContext(core: Core, tenant: Tenant, origin: string | null = null): GraphQLContext {
+  return { core, tenant, loaders: createLoaders(core, tenant), origin };
 }
 
 /**

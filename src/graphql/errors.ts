@@ -1,5 +1,6 @@
 import { GraphQLError } from "graphql";
 import { CoreError, type ErrorCode } from "../core/errors.js";
+import { UNAVAILABLE_RETRY_AFTER_SECONDS } from "../core/prisma-errors.js";
 import { builder } from "./builder.js";
 import { fieldPath } from "./input-names.js";
 
@@ -13,18 +14,30 @@ const EXTENSION_CODE: Record<ErrorCode, string> = {
   FORBIDDEN: "FORBIDDEN",
   PARTIAL: "PARTIAL",
   UNAVAILABLE: "SERVICE_UNAVAILABLE",
+  TOO_LARGE: "BAD_REQUEST",
+  UNSUPPORTED_TYPE: "BAD_REQUEST",
+  UPSTREAM: "BAD_GATEWAY",
 };
 
 const HTTP_STATUS: Partial<Record<ErrorCode, number>> = { UNAUTHENTICATED: 401, FORBIDDEN: 403, UNAVAILABLE: 503 };
 
-/** A CoreError as a GraphQL error whose extensions say what went wrong, in words a client can switch on. */
+/**
+ * A CoreError as a GraphQL error whose extensions say what went wrong, in words a client can switch
+ * on. A lost database says when to retry, as REST's 503 does: `retryAfter` (seconds) in the
+ * extensions, for every transport, and a Retry-After header over HTTP.
+ */
 export function toGraphQLError(err: CoreError, path?: readonly (string | number)[]): GraphQLError {
   const message =
     err.code === "VALIDATION" ? err.issues.map((i) => `${fieldPath(i.loc).join(".")}: ${i.msg}`).join("; ") : err.message;
   const status = HTTP_STATUS[err.code];
+  const retry = err.code === "UNAVAILABLE" ? UNAVAILABLE_RETRY_AFTER_SECONDS : null;
   return new GraphQLError(message, {
     path,
-    extensions: { code: EXTENSION_CODE[err.code], ...(status && { http: { status } }) },
+    extensions: {
+      code: EXTENSION_CODE[err.code],
+      ...(retry !== null && { retryAfter: retry }),
+      ...(status && { http: { status, ...(retry !== null && { headers: { "Retry-After": String(retry) } }) } }),
+    },
   });
 }
 

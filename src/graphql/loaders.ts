@@ -1,10 +1,16 @@
 import DataLoader from "dataloader";
 import type { Tenant } from "../core/auth.js";
 import type { Core } from "../core/index.js";
+import type { LogLine } from "../core/logs.js";
 import type { KeysetArgs, KeysetPage } from "../core/pagination.js";
+import type { LogFilter, LogKind } from "../core/schemas/logs.js";
 import type {
   AgentConnection,
   CodehostInstallation,
+  CodehostRepository,
+  OAuthFlow,
+  OAuthProvider,
+  OAuthToken,
   Deployment,
   Listener,
   Revision,
@@ -24,10 +30,16 @@ export class Loaders {
     installation: DataLoader<string, CodehostInstallation | null>;
     connection: DataLoader<string, AgentConnection | null>;
     revisionEvents: DataLoader<string, RevisionEvent[]>;
+    oauthProvider: DataLoader<string, OAuthProvider | null>;
+    oauthToken: DataLoader<string, OAuthToken | null>;
+    oauthFlow: DataLoader<string, OAuthFlow | null>;
+    repositories: DataLoader<string, CodehostRepository[]>;
   }> = {};
   // Nested connections with the same arguments under many parents share one windowed query.
   private revisionPages: Map<string, DataLoader<string, KeysetPage<Revision>>> | null = null;
   private revisionCounts: Map<string, DataLoader<string, number>> | null = null;
+  private logPages: Map<string, DataLoader<string, KeysetPage<LogLine>>> | null = null;
+  private logCounts: Map<string, DataLoader<string, number>> | null = null;
 
   constructor(
     private readonly core: Core,
@@ -57,6 +69,21 @@ export class Loaders {
     return (this.made.revisionEvents ??= new DataLoader<string, RevisionEvent[]>((ids) => this.core.graph.eventsByRevisionIds(this.tenant, ids)));
   }
 
+  get oauthProvider() {
+    return (this.made.oauthProvider ??= this.byIds((t, ids) => this.core.oauthProviders.byIds(t, ids)));
+  }
+  /** The caller's own tokens only: another user's token loads as null. */
+  get oauthToken() {
+    return (this.made.oauthToken ??= this.byIds((t, ids) => this.core.oauthTokens.byIds(t, ids)));
+  }
+  get oauthFlow() {
+    return (this.made.oauthFlow ??= this.byIds((t, ids) => this.core.oauthFlows.byIds(t, ids)));
+  }
+  /** Each installation's repositories. */
+  get repositories() {
+    return (this.made.repositories ??= new DataLoader<string, CodehostRepository[]>((ids) => this.core.repositories.byInstallations(this.tenant, ids)));
+  }
+
   /** The revision page of each deployment for one set of arguments. */
   revisionPage(args: KeysetArgs, statuses: readonly string[] | undefined): DataLoader<string, KeysetPage<Revision>> {
     const pages = (this.revisionPages ??= new Map());
@@ -75,6 +102,29 @@ export class Loaders {
     let loader = counts.get(key);
     if (!loader) {
       loader = new DataLoader<string, number>((ids) => this.core.revisionPages.counts(this.tenant, ids, statuses));
+      counts.set(key, loader);
+    }
+    return loader;
+  }
+
+  /** The log page of each revision for one kind of log and one set of arguments and filters. */
+  logPage(kind: LogKind, args: KeysetArgs, filter: LogFilter): DataLoader<string, KeysetPage<LogLine>> {
+    const pages = (this.logPages ??= new Map());
+    const key = JSON.stringify([kind, args, filter]);
+    let loader = pages.get(key);
+    if (!loader) {
+      loader = new DataLoader<string, KeysetPage<LogLine>>((ids) => this.core.logs.pages(this.tenant, kind, ids, args, filter));
+      pages.set(key, loader);
+    }
+    return loader;
+  }
+
+  logCount(kind: LogKind, filter: LogFilter): DataLoader<string, number> {
+    const counts = (this.logCounts ??= new Map());
+    const key = JSON.stringify([kind, filter]);
+    let loader = counts.get(key);
+    if (!loader) {
+      loader = new DataLoader<string, number>((ids) => this.core.logs.counts(this.tenant, kind, ids, filter));
       counts.set(key, loader);
     }
     return loader;

@@ -3,16 +3,18 @@ import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
 import { complexityFromQuery } from "@pothos/plugin-complexity";
 import { type DocumentNode, GraphQLError, Kind, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
 import { createYoga, maskError as yogaMaskError, type Plugin, type YogaServerInstance } from "graphql-yoga";
-import type { Credentials, Tenant } from "../core/auth.js";
+import type { Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { Logger } from "../logger.js";
 import { unavailableAsCoreError } from "../core/prisma-errors.js";
 import { createContext, type GraphQLContext } from "./context.js";
 import { toGraphQLError } from "./errors.js";
-import { useRedactedSecretVariables } from "./redact.js";
+import { useRedactedSecrets } from "./redact.js";
 import { schema } from "./schema/index.js";
 import { useCompiledQueries } from "./jit.js";
+import { useAuthenticationFirst } from "./authenticate.js";
+import { createParseCache, registerParseCache } from "./parse-cache.js";
 import { subscribeShared } from "./shared-execution.js";
 
 export const GRAPHQL_PATH = "/graphql";
@@ -41,10 +43,6 @@ export type GraphQLServer = YogaServerInstance<ServerContext, GraphQLContext>;
  */
 export const LIMITS = { depth: 15, aliases: 30, tokens: 5000, directives: 50, complexity: 25_000 };
 
-export function credentialsFromHeaders(headers: { get(name: string): string | null }): Credentials {
-  return { apiKey: headers.get("x-api-key"), tenantId: headers.get("x-tenant-id"), authorization: headers.get("authorization") };
-}
-
 /**
  * Armor's rules throw by default, which yoga would treat as a crash; reported instead, they are
  * validation errors like any other (400, GRAPHQL_VALIDATION_FAILED).
@@ -56,26 +54,29 @@ const asValidationError = {
 
 /** graphql-yoga over the schema: HTTP (GET/POST), SSE subscriptions, and the executor graphql-ws uses. */
 export function createGraphQLServer(core: Core, logger: Logger, options: GraphQLOptions): GraphQLServer {
-  return createYoga<ServerContext, GraphQLContext>({
+  const parseCache = createParseCache();
+  const yoga = createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
     graphiql: options.graphiql ? { subscriptionsProtocol: "WS", title: "Deployment control plane" } : false,
     landingPage: false,
     // No file uploads: multipart is also the classic CSRF carrier.
     multipart: false,
-    logging: yogaLogger(logger),
+    logging: yogaLogger(logger, options.production),
     maskedErrors: { errorMessage: MASKED_ERROR_MESSAGE, maskError: (error, message) => maskError(error, message, !options.production) },
-    context: async ({ tenant, request }) => {
-      if (tenant) return createContext(core, tenant);
-      try {
-        return createContext(core, await core.auth.authenticate(credentialsFromHeaders(request.headers)));
-      } catch (err) {
-        throw err instanceof CoreError ? toGraphQLError(err) : err;
-      }
+    // Bounded by bytes: see parse-cache.ts.
+    parserAndValidationCache: { documentCache: parseCache.documents, errorCache: parseCache.errors, validationCache: true },
+    // The tenant is settled before the document is parsed: useAuthenticationFirst over HTTP, onConnect over graphql-ws.
+    context: ({ tenant, request }) => {
+      if (!tenant) throw new GraphQLError("Not authenticated.", { extensions: { code: "UNAUTHENTICATED", http: { status: 401 } } });
+      // The request's origin: where OAuth providers send a browser back when PUBLIC_URL is unset
+      // (graphql-ws operations have no request of their own).
+      return createContext(core, tenant, request ? new URL(request.url).origin : null);
     },
     plugins: [
+      useAuthenticationFirst(core),
       // Before error masking, which logs the errors it rewrites: neither the answer nor the log quotes a secret.
-      useRedactedSecretVariables(),
+      useRedactedSecrets(),
       // A browser can send a "simple" request cross-site without a preflight; demanding one of
       // these headers (which our clients send anyway) forces the preflight that CORS then refuses.
       useCSRFPrevention({ requestHeaders: ["x-api-key", "authorization", "x-graphql-yoga-csrf", "apollo-require-preflight"] }),
@@ -95,6 +96,8 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       ...(options.introspection ? [] : [useNoIntrospection()]),
     ],
   });
+  registerParseCache(yoga, parseCache);
+  return yoga;
 }
 
 /**
@@ -171,10 +174,28 @@ export function maskError(error: unknown, message: string, isDev: boolean): Erro
 const isOwnGraphQLError = (error: unknown): boolean =>
   error instanceof GraphQLError && (error.originalError == null || isOwnGraphQLError(error.originalError));
 
-function yogaLogger(logger: Logger) {
+/**
+ * Logs an error the service answered with, `shown` being what the client was told: a real fault at
+ * error level with its stack; a lost database as a warning; a client's mistake (bad input, an object
+ * that does not exist) at info, its code and message only, so that no client can flood the error log.
+ */
+export function logAnsweredError(logger: Logger, error: Error, shown: Error): void {
+  const extensions = shown instanceof GraphQLError ? shown.extensions : {};
+  if (extensions.unexpected || !extensions.code || extensions.code === "INTERNAL_SERVER_ERROR") {
+    logger.error({ err: error }, "graphql: unexpected error");
+  } else if (extensions.code === "SERVICE_UNAVAILABLE") {
+    logger.warn({ code: extensions.code, reason: (error instanceof GraphQLError ? error.originalError : error)?.message }, "graphql: database unavailable");
+  } else {
+    logger.info({ code: extensions.code, message: shown.message }, "graphql: refused");
+  }
+}
+
+/** yoga logs through this; it logs at error level every error its masking rewrote, which logAnsweredError sorts. */
+function yogaLogger(logger: Logger, production: boolean) {
   const log = (level: "debug" | "info" | "warn" | "error") => (...args: unknown[]) => {
     const [first, ...rest] = args;
-    if (first instanceof Error) logger[level]({ err: first }, "graphql: unexpected error");
+    if (first instanceof Error && level === "error") logAnsweredError(logger, first, maskError(first, MASKED_ERROR_MESSAGE, !production));
+    else if (first instanceof Error) logger[level]({ err: first }, "graphql: unexpected error");
     else logger[level]({ details: rest.length > 0 ? rest : undefined }, `graphql: ${String(first)}`);
   };
   return { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };

@@ -7,8 +7,10 @@ import type { Credentials, Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { Logger } from "../logger.js";
-import { GRAPHQL_PATH, type GraphQLServer, maskError, MASKED_ERROR_MESSAGE } from "./server.js";
+import { redactSecrets } from "./redact.js";
+import { GRAPHQL_PATH, type GraphQLServer, logAnsweredError, maskError, MASKED_ERROR_MESSAGE } from "./server.js";
 import { subscribeShared } from "./shared-execution.js";
+import { authFailuresMessage, type CallerLimits, callerKey } from "../middleware/caller-limits.js";
 
 /** Connection params are read like HTTP headers, whatever their case: { "X-Api-Key": "…" }. */
 export function credentialsFromParams(params: Readonly<Record<string, unknown>> | undefined): Credentials {
@@ -33,36 +35,68 @@ export interface WebSocketFace {
  * The tenant is settled once per connection from its connection params; a connection without valid
  * credentials is closed with 4401 (unauthenticated) or 4403 (forbidden).
  */
-export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core, logger: Logger, production: boolean): WebSocketFace {
+export interface WebSocketOptions {
+  production: boolean;
+  /**
+   * The largest message read, as MAX_BODY_BYTES is for HTTP bodies: a longer one closes the socket
+   * (1009) as soon as its frame header announces it, before it is buffered, let alone parsed.
+   */
+  maxPayloadBytes: number;
+  /** The callers' limits, shared with HTTP: each operation is a request; each bad key a failed authentication. */
+  limits: CallerLimits;
+}
+
+export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core, logger: Logger, options: WebSocketOptions): WebSocketFace {
+  const { production } = options;
   // No compression: a status message is a few dozen bytes, and deflate keeps a zlib context per socket.
-  const wss = new WebSocketServer({ server, path: GRAPHQL_PATH, perMessageDeflate: false });
+  const wss = new WebSocketServer({ server, path: GRAPHQL_PATH, perMessageDeflate: false, maxPayload: options.maxPayloadBytes });
   const keepAlive = sharedKeepAlive(wss);
+  const { limits } = options;
   const tenants = new WeakMap<object, Tenant>();
+  /** Each socket's rate-limit bucket: its caller's, as over HTTP. */
+  const callers = new WeakMap<object, string>();
   const mask = (error: GraphQLError) => maskedError(error, production, logger);
   const disposable = useServer(
     {
       isProd: production,
       onConnect: async (ctx) => {
+        const address = ctx.extra.request.socket.remoteAddress ?? "unknown";
+        // Nothing reads the upgrade request after this; graphql-ws would keep it (and its headers) for
+        // the life of the socket.
+        Reflect.deleteProperty(ctx.extra, "request");
+        const allowed = limits.mayAuthenticate(address);
+        if (!allowed.ok) {
+          ctx.extra.socket.close(TOO_MANY_FAILURES, authFailuresMessage(limits.authFailuresPerMinute, allowed.retryAfterSeconds));
+          return false;
+        }
+        const credentials = credentialsFromParams(ctx.connectionParams);
         try {
-          tenants.set(ctx.extra.socket, await core.auth.authenticate(credentialsFromParams(ctx.connectionParams)));
-          // Nothing reads the upgrade request after this; graphql-ws would keep it (and its headers) for
-          // the life of the socket.
-          Reflect.deleteProperty(ctx.extra, "request");
+          tenants.set(ctx.extra.socket, await core.auth.authenticate(credentials));
+          callers.set(ctx.extra.socket, callerKey(credentials, address));
           return true;
         } catch (err) {
           if (!(err instanceof CoreError)) throw err;
+          if (err.code === "UNAUTHENTICATED") limits.authenticationFailed(address);
           ctx.extra.socket.close(err.code === "FORBIDDEN" ? CloseCode.Forbidden : CloseCode.Unauthorized, err.message);
           return false;
         }
       },
       execute: (args) => (args.rootValue as Envelope).execute(args),
       subscribe: (args) => subscribeShared(args),
-      // Subscription results (and a subscription that fails to start) come here unmasked.
-      onNext: (_ctx, _id, _payload, _args, result) => (result.errors ? { ...result, errors: result.errors.map(mask) } : undefined),
+      // Subscription results (and a subscription that fails to start) come here unmasked and unredacted;
+      // queries and mutations ran through yoga's envelop (rootValue), which redacted and masked them.
+      // Either way, what only HTTP reads (extensions.http) is left out, as yoga does over HTTP.
+      onNext: (_ctx, _id, _payload, args, result) => {
+        if (!result.errors) return undefined;
+        const errors = args.rootValue ? result.errors : redactSecrets(args.schema, args.document, result.errors).map(mask);
+        return { ...result, errors: errors.map(withoutHttp) };
+      },
       // A stream that fails mid-way (its database read failed) ends with an error message: masked
-      // too. Errors without an original (validation) are sent as they are.
-      onError: (_ctx, _id, _payload, errors) => (errors.some((e) => e.originalError) ? errors.map((e) => (e.originalError ? mask(e) : e)) : undefined),
+      // too. Errors without an original (validation) are sent as they are, but for extensions.http.
+      onError: (_ctx, _id, _payload, errors) => errors.map((e) => withoutHttp(e.originalError ? mask(e) : e)),
       onSubscribe: async (ctx, _id, payload) => {
+        const taken = limits.request(callers.get(ctx.extra.socket) ?? "");
+        if (!taken.ok) return [rateLimited(limits.ratePerMinute, taken.retryAfterSeconds)];
         const tenant = tenants.get(ctx.extra.socket);
         const { schema, execute, contextFactory, parse, validate } = yoga.getEnveloped({ tenant, params: payload });
         let document;
@@ -90,6 +124,12 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
     0,
   );
   wss.on("error", (err) => logger.error({ err }, "graphql-ws server error"));
+  // graphql-ws writes every socket error to stderr (console.error): any client could flood it with
+  // oversize or malformed frames. ws closes such a socket itself (1009, 1002): a client's mistake.
+  wss.on("connection", (socket) => {
+    socket.removeAllListeners("error");
+    socket.on("error", (err) => logger.info({ reason: err.message }, "graphql-ws: closed a connection that broke the protocol"));
+  });
   return {
     async close() {
       keepAlive.stop();
@@ -99,11 +139,27 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
   };
 }
 
-/** An error as yoga masks it over HTTP: core codes kept, internals hidden (and logged). */
+/** An error as yoga masks it over HTTP: core codes kept, internals hidden; logged as yoga logs it. */
 function maskedError(error: GraphQLError, production: boolean, logger: Logger): GraphQLError {
   const shown = maskError(error, MASKED_ERROR_MESSAGE, !production) as GraphQLError;
-  if (shown.extensions?.unexpected) logger.error({ err: error.originalError ?? error }, "graphql: unexpected error");
+  if (shown !== error) logAnsweredError(logger, error.originalError ?? error, shown);
   return shown;
+}
+
+/** The close code of a socket whose address has spent its failed authentications (429, as over HTTP). */
+const TOO_MANY_FAILURES = 4429;
+
+/** An operation past its caller's rate: refused, the socket kept, with when to retry. */
+const rateLimited = (perMinute: number, retryAfterSeconds: number) =>
+  new GraphQLError(`Rate limit exceeded: at most ${perMinute} requests per minute. Retry after ${retryAfterSeconds} s.`, {
+    extensions: { code: "RATE_LIMITED", retryAfter: retryAfterSeconds },
+  });
+
+/** An error without extensions.http (a status and headers for yoga's HTTP answer). */
+function withoutHttp(error: GraphQLError): GraphQLError {
+  if (!error.extensions?.http) return error;
+  const { http: _http, ...extensions } = error.extensions;
+  return new GraphQLError(error.message, { nodes: error.nodes, source: error.source, positions: error.positions, path: error.path, originalError: error.originalError, extensions });
 }
 
 const KEEP_ALIVE_MS = 12_000;

@@ -8,6 +8,22 @@ export interface StepRequest {
   status: RevisionStatus;
   /** Aborted when the worker stops or loses its lease: the result would be thrown away. */
   signal: AbortSignal;
+  /** Where the step says what it does: `log.info("Image digest sha256:…")`. */
+  log: StepLogger;
+}
+
+/**
+ * A step's log: the revision's build log for the steps up to BUILDING, its deploy log after (and for
+ * a revision with nothing to build). Each call returns at once; lines are stored in the background
+ * and in order, readable (REST) and streamed (GraphQL) while the step still works, and all stored
+ * before the step's outcome is. The revision's secret values are masked in them. A failure's
+ * reason needs no line of its own: the outcome's message is written as the final status's line.
+ */
+export interface StepLogger {
+  debug(message: string): void;
+  info(message: string): void;
+  warning(message: string): void;
+  error(message: string): void;
 }
 
 export type StepOutcome =
@@ -17,9 +33,20 @@ export type StepOutcome =
       message?: string;
       /** The commit a codehost source resolved to (CREATING step). */
       commit?: { sha: string; title: string };
+      /** What the build step found (BUILDING step). */
+      findings?: BuildFindings;
     }
   /** The step failed; `message` tells a person what to change. */
-  | { ok: false; message: string };
+  | { ok: false; message: string; findings?: BuildFindings };
+
+/**
+ * What the build step found, kept on the revision for the build log: the image's digest, and a
+ * report (`image`: the manifest looked up; `source`: the uploaded tarball's files, size and graphs).
+ */
+export interface BuildFindings {
+  imageDigest?: string | null;
+  report: Record<string, unknown>;
+}
 
 /**
  * Does the work of pipeline steps. The worker owns ordering, leases and transitions; a runtime only

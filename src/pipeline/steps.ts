@@ -1,9 +1,11 @@
 import type { CoreDeps } from "../core/context.js";
+import { CLOSED_STATUSES } from "../core/log-queries.js";
+import { appendLines, logKindOf } from "../core/log-writer.js";
 import { lockDeployment, newerThan, publishEvents, transitionInTx, type Tx } from "../core/transitions.js";
 import type { DomainEvent } from "../events/types.js";
-import type { Revision } from "../generated/prisma/client.js";
+import { Prisma, type Revision } from "../generated/prisma/client.js";
 import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "./machine.js";
-import type { StepOutcome } from "./runtime.js";
+import type { BuildFindings, StepOutcome } from "./runtime.js";
 
 /** What became of a leased step. */
 export type StepResult = "committed" | "skipped" | "waiting" | "lost";
@@ -36,6 +38,14 @@ export class Steps {
     return (await this.run(claimed, outcome)) as StepResult;
   }
 
+  /**
+   * Not yet: the revision stays in its status (still skippable by a newer one), saying what it waits
+   * for, and its step is due again at `until`.
+   */
+  async hold(claimed: Revision, message: string, until: Date): Promise<StepResult> {
+    return (await this.run(claimed, { hold: { message, until } })) as StepResult;
+  }
+
   /** CREATING needs what the revision refers to: a failure a person can act on when it is gone. */
   async checkReferences(revision: Revision): Promise<StepOutcome | null> {
     const prisma = this.deps.prisma;
@@ -45,7 +55,8 @@ export class Steps {
     const integrationId = asString(config.integration_id) ?? deployment.integrationId;
     const listenerId = asString(config.listener_id) ?? deployment.listenerId;
     const where = (id: string) => ({ where: { id, workspaceId: revision.workspaceId } });
-    if (revision.source === "codehost") {
+    // Whatever the source, what it names must still be there (codehost needs an installation).
+    if (revision.source === "codehost" || integrationId) {
       if (!integrationId || !(await prisma.codehostInstallation.findFirst(where(integrationId)))) {
         return {
           ok: false,
@@ -69,7 +80,8 @@ export class Steps {
     return null;
   }
 
-  private async run(claimed: Revision, outcome: StepOutcome | null): Promise<StepResult | "go"> {
+  private async run(claimed: Revision, action: StepOutcome | Hold | null): Promise<StepResult | "go"> {
+    const outcome = action && "hold" in action ? null : action;
     const { result, events } = await this.deps.prisma.$transaction(async (tx) => {
       const decision = await this.decide(tx, claimed, outcome);
       switch (decision.kind) {
@@ -79,15 +91,23 @@ export class Steps {
           const t = await transitionInTx(tx, this.request(decision.current, "skip"));
           return { result: "skipped" as const, events: t.events };
         }
-        case "wait":
-          await this.putBack(tx, decision.current, decision.blocker);
-          return { result: "waiting" as const, events: [] };
+        case "wait": {
+          const { blocker } = decision;
+          const message = `Queued: waiting for revision ${blocker.id} (${blocker.status}) of this deployment to finish`;
+          return { result: "waiting" as const, events: await this.putBack(tx, decision.current, message, this.queuedRecheckMs) };
+        }
         case "go": {
+          if (action && "hold" in action) {
+            return { result: "waiting" as const, events: await this.putBack(tx, decision.current, action.hold.message, action.hold.until) };
+          }
           if (!outcome) return { result: "go" as const, events: [] };
           const t = await transitionInTx(tx, {
             ...this.request(decision.current, outcome.ok ? "advance" : "fail"),
             message: outcome.message,
-            patch: outcome.ok && outcome.commit ? { repoCommitSha: outcome.commit.sha, repoCommitTitle: outcome.commit.title } : undefined,
+            patch: {
+              ...(outcome.ok && outcome.commit && { repoCommitSha: outcome.commit.sha, repoCommitTitle: outcome.commit.title }),
+              ...(outcome.findings && findingsPatch(outcome.findings)),
+            },
           });
           return { result: "committed" as const, events: t.events };
         }
@@ -120,15 +140,31 @@ export class Steps {
     return { revisionId: current.id, event, expectedFrom: current.status as RevisionStatus, leaseOwner: this.owner };
   }
 
-  /** Back in the queue, saying what it waits for; a raw write, so updated_at keeps showing transitions only. */
-  private async putBack(tx: Tx, current: Revision, blocker: Revision): Promise<void> {
-    const message = `Queued: waiting for revision ${blocker.id} (${blocker.status}) of this deployment to finish`;
+  /**
+   * Back to wait, saying what for (in its log too, when that changed), due again at `until` (or that
+   * many milliseconds from the database's now); a raw write, so updated_at keeps showing transitions only.
+   */
+  private async putBack(tx: Tx, current: Revision, message: string, until: Date | number): Promise<DomainEvent[]> {
+    const due = typeof until === "number" ? Prisma.sql`now() + ${until}::double precision * interval '1 millisecond'` : Prisma.sql`${until}`;
     await tx.$executeRaw`
-      UPDATE revisions SET lease_owner = NULL, lease_until = NULL, status_message = ${message},
-        next_step_at = now() + ${this.queuedRecheckMs}::double precision * interval '1 millisecond'
+      UPDATE revisions SET lease_owner = NULL, lease_until = NULL, status_message = ${message}, next_step_at = ${due}
       WHERE id = ${current.id}::uuid`;
+    if (message === current.statusMessage) return [];
+    const kind = logKindOf(current.status as RevisionStatus, routeFor(current.source));
+    if ((await appendLines(tx, current.id, [{ kind, level: "INFO", message }], CLOSED_STATUSES)) === 0) return [];
+    return [{ type: "revision.logs", workspaceId: current.workspaceId, deploymentId: current.deploymentId, revisionId: current.id, kind }];
   }
 }
+
+interface Hold {
+  hold: { message: string; until: Date };
+}
+
+/** The build step's findings as revision columns. */
+const findingsPatch = (f: BuildFindings) => ({
+  ...(f.imageDigest !== undefined && { imageDigest: f.imageDigest }),
+  buildReport: f.report as Prisma.InputJsonValue,
+});
 
 const asObject = (value: unknown): Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};

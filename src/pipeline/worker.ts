@@ -1,11 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { CoreDeps } from "../core/context.js";
+import { LogSweeper } from "../core/log-retention.js";
+import { logKindOf, LogWriter, type StepLog } from "../core/log-writer.js";
 import type { Revision } from "../generated/prisma/client.js";
 import type { Logger } from "../logger.js";
 import { Leases } from "./leases.js";
 import { type RevisionStatus, routeFor, transition } from "./machine.js";
-import type { Runtime, StepOutcome } from "./runtime.js";
+import type { Runtime, StepOutcome, StepRequest } from "./runtime.js";
+import type { MissingInput, BuildInputs } from "./build-inputs.js";
 import { type StepResult, Steps } from "./steps.js";
 
 export interface WorkerOptions {
@@ -21,6 +24,15 @@ export interface WorkerOptions {
   retryMs: number;
   /** Lease owner name; unique per worker. */
   owner: string;
+  /**
+   * How long a revision with nothing to build (no image_uri, no source_tarball_path) waits in
+   * AWAITING_BUILD for a newer revision to supersede it before it fails.
+   */
+  awaitSourceMs: number;
+  /** Log lines older than this are deleted by the worker's sweep (LOG_RETENTION_DAYS). */
+  logRetentionMs: number;
+  /** How often the sweep runs. */
+  logSweepEveryMs: number;
 }
 
 export const defaultWorkerOptions = (): WorkerOptions => ({
@@ -30,6 +42,9 @@ export const defaultWorkerOptions = (): WorkerOptions => ({
   queuedRecheckMs: 5_000,
   retryMs: 1_000,
   owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+  awaitSourceMs: 60 * 60_000,
+  logRetentionMs: 30 * 24 * 3_600_000,
+  logSweepEveryMs: 10 * 60_000,
 });
 
 export interface WorkerStats {
@@ -52,6 +67,8 @@ export class PipelineWorker {
   readonly stats: WorkerStats = { claimed: 0, committed: 0, skipped: 0, waiting: 0, lost: 0, errors: 0 };
   private readonly leases: Leases;
   private readonly steps: Steps;
+  private readonly logs: LogWriter;
+  private readonly sweeper: LogSweeper;
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
   private running = false;
   private loopDone: Promise<void> | null = null;
@@ -64,10 +81,14 @@ export class PipelineWorker {
     private readonly runtime: Runtime,
     private readonly logger: Logger,
     options: Partial<WorkerOptions> = {},
+    /** The real checks of what a revision is built from; none: the runtime alone decides. */
+    private readonly inputs: BuildInputs | null = null,
   ) {
     this.options = { ...defaultWorkerOptions(), ...options };
     this.leases = new Leases(deps.prisma, this.options.owner, this.options.leaseMs);
     this.steps = new Steps(deps, this.options.owner, this.options.queuedRecheckMs);
+    this.logs = new LogWriter(deps, logger);
+    this.sweeper = new LogSweeper(deps.prisma, logger, this.options.logRetentionMs);
   }
 
   start(): void {
@@ -75,6 +96,7 @@ export class PipelineWorker {
     this.running = true;
     this.silenced = false;
     this.loopDone = this.loop();
+    this.sweeper.start(this.options.logSweepEveryMs);
   }
 
   /**
@@ -87,6 +109,7 @@ export class PipelineWorker {
     this.running = false;
     this.silenced = !release;
     this.wake();
+    await this.sweeper.stop();
     // The loop ends first, so that no step starts after the aborts below.
     await this.loopDone;
     for (const { abort } of this.inFlight.values()) abort.abort(new Error("worker stopping"));
@@ -154,6 +177,7 @@ export class PipelineWorker {
       );
     }, Math.max(10, Math.floor(this.options.leaseMs / 3)));
     const log = { revision_id: revision.id, status: revision.status };
+    let stepLog: StepLog | null = null;
     try {
       if (!transition(revision.status as RevisionStatus, "advance", routeFor(revision.source)).ok) {
         // Nothing for a runtime to do; retrying would spin. Counted with the dropped steps.
@@ -162,19 +186,50 @@ export class PipelineWorker {
       }
       const gate = await this.steps.gate(revision);
       if (gate !== "go") return this.count(gate);
-      let outcome: StepOutcome = await this.runtime.perform({ revision, status: revision.status as RevisionStatus, signal });
+      const status = revision.status as RevisionStatus;
+      const awaiting = status === "AWAITING_BUILD" ? this.inputs?.awaiting(revision) : null;
+      if (awaiting) return this.count(await this.awaitSource(revision, awaiting));
+      stepLog = this.logs.stepLog(revision, logKindOf(status, routeFor(revision.source)));
+      let outcome: StepOutcome = await this.build({ revision, status, signal, log: stepLog });
       // What the revision refers to is checked as the create step ends, when it would be used.
       if (outcome.ok && revision.status === "CREATING") outcome = (await this.steps.checkReferences(revision)) ?? outcome;
-      if (signal.aborted || this.silenced) return;
+      if (signal.aborted || this.silenced) return stepLog.abandon();
+      // Every line of the step is stored before its outcome's status line.
+      await stepLog.close();
+      if (outcome.message !== undefined) outcome = { ...outcome, message: stepLog.mask.apply(outcome.message) };
       this.count(await this.steps.commit(revision, outcome));
     } catch (err) {
+      stepLog?.abandon();
       if (signal.aborted || this.silenced) return;
       this.stats.errors++;
       this.logger.warn({ err, ...log }, "pipeline: step failed unexpectedly; retrying later");
+      // The reason stays in the service's own log: it may name internals.
+      if (stepLog) await this.logs.append(revision, [{ kind: stepLog.kind, level: "WARNING", message: "This step stopped on an internal error; it runs again shortly" }]);
       await this.leases.release(revision.id, this.options.retryMs).catch(() => {});
     } finally {
       clearInterval(renew);
     }
+  }
+
+  /** The runtime's step; the build step checks what the revision is built from first, for real. */
+  private async build(request: StepRequest): Promise<StepOutcome> {
+    if (request.status !== "BUILDING" || !this.inputs) return this.runtime.perform(request);
+    const inspection = await this.inputs.inspect(request.revision, request.signal, request.log);
+    if (!inspection.ok) return inspection;
+    const outcome = await this.runtime.perform(request);
+    return inspection.findings ? { ...outcome, findings: inspection.findings } : outcome;
+  }
+
+  /**
+   * A revision created with nothing to build holds in AWAITING_BUILD, where a newer revision (the
+   * tool's PATCH) makes it SKIPPED; after awaitSourceMs it fails instead of waiting on.
+   */
+  private async awaitSource(revision: Revision, { what, how }: MissingInput): Promise<StepResult> {
+    const deadline = new Date(revision.createdAt.getTime() + this.options.awaitSourceMs);
+    if (deadline.getTime() > Date.now()) return this.steps.hold(revision, `Waiting for ${what}: ${how}.`, deadline);
+    const after = this.options.awaitSourceMs >= 60_000 ? `${Math.round(this.options.awaitSourceMs / 60_000)} minutes` : `${this.options.awaitSourceMs} ms`;
+    const message = `Nothing to build: this revision was created without ${what}, and none came within ${after}. To deploy, ${how}: that creates a new revision.`;
+    return this.steps.commit(revision, { ok: false, message });
   }
 
   private count(result: StepResult) {

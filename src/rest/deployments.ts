@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { DeploymentService, DeploymentWithLatestConfig } from "../core/deployments.js";
 import { revisionSourceRevisionConfig } from "../core/revisions.js";
-import { deploymentBulkDeleteQuerySchema, deploymentListQuerySchema } from "../core/schemas/deployment.js";
+import { deploymentBulkDeleteQuerySchema, deploymentDeleteQuerySchema, deploymentListQuerySchema } from "../core/schemas/deployment.js";
 import { maskedSecrets, readSecretReferences } from "../core/schemas/secrets.js";
 import { deploymentSourceConfig, emptySourceRevisionConfig } from "../core/schemas/source-config.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
@@ -18,7 +18,8 @@ export const presentDeployment = (d: DeploymentWithLatestConfig) => ({
   name: d.name,
   display_name: d.displayName,
   source: d.source,
-  source_config: deploymentSourceConfig(d),
+  // custom_url shows where the deployment is served: the custom URL when set, else the generated one.
+  source_config: { ...deploymentSourceConfig(d), custom_url: d.url },
   source_revision_config: d.latestRevision
     ? revisionSourceRevisionConfig(d.latestRevision)
     : { ...emptySourceRevisionConfig(), repo_commit_sha: null, repo_commit_title: null },
@@ -65,6 +66,7 @@ export function deploymentRoutes(deployments: DeploymentService) {
     })
     .delete("/v2/deployments/:deployment_id", async (c) => {
       const { deployment_id } = pathParams(c, idParam);
+      queryParams(c, deploymentDeleteQuerySchema);
       await deployments.delete(c.var.tenant, deployment_id);
       return c.body(null, 204);
     });

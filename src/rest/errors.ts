@@ -1,6 +1,6 @@
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { CoreError, type ErrorCode } from "../core/errors.js";
-import { unavailableAsCoreError } from "../core/prisma-errors.js";
+import { UNAVAILABLE_RETRY_AFTER_SECONDS, unavailableAsCoreError } from "../core/prisma-errors.js";
 
 const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   VALIDATION: 422,
@@ -11,6 +11,9 @@ const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   FORBIDDEN: 403,
   PARTIAL: 207,
   UNAVAILABLE: 503,
+  TOO_LARGE: 413,
+  UNSUPPORTED_TYPE: 415,
+  UPSTREAM: 502,
 };
 
 export interface ErrorAnswer {
@@ -25,6 +28,6 @@ export function toErrorAnswer(err: unknown): ErrorAnswer | null {
   if (!(err instanceof CoreError)) return null;
   const status = STATUS[err.code];
   if (err.code === "VALIDATION") return { status, body: { detail: err.issues } };
-  if (err.code === "UNAVAILABLE") return { status, body: { detail: err.message }, headers: { "Retry-After": "1" } };
+  if (err.code === "UNAVAILABLE") return { status, body: { detail: err.message }, headers: { "Retry-After": String(UNAVAILABLE_RETRY_AFTER_SECONDS) } };
   return { status, body: { detail: err.message } };
 }

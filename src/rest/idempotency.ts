@@ -47,7 +47,8 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
     }
     const res = c.res;
     try {
-      if (res.status >= 500) {
+      // A failed server runs again on retry; an answer that carries a credential (no-store) is not kept.
+      if (res.status >= 500 || /\bno-store\b/i.test(res.headers.get("cache-control") ?? "")) {
         await service.release(tenant, key);
       } else {
         const text = await res.clone().text();

@@ -1,6 +1,10 @@
 import { Hono } from "hono";
+import { z } from "zod";
 import { type CodehostInstallation, type InstallationService, installationPageSchema } from "../core/installations.js";
-import { type Env, queryParams, readJson } from "./http.js";
+import type { CodehostRepository, RepositoryService } from "../core/repositories.js";
+import { type Env, pathParams, queryParams, readJson } from "./http.js";
+
+const integrationParam = z.object({ integration_id: z.uuid() });
 
 const FORGE = "/v2/integrations/forge-codehost/installations";
 
@@ -18,7 +22,21 @@ export const presentInstallation = (i: CodehostInstallation) => ({
   settings_url: i.settingsUrl,
 });
 
-export function integrationRoutes(installations: InstallationService) {
+/** CodehostRepository. */
+export const presentRepository = (r: CodehostRepository) => ({
+  host_integration_id: r.integrationId,
+  id: r.repositoryId,
+  name: r.name,
+  owner: r.owner,
+  url: r.url,
+  default_branch: r.defaultBranch,
+});
+
+export function integrationRoutes(installations: InstallationService, repositories: RepositoryService) {
+  const listRepositories = async (c: import("hono").Context<Env>) => {
+    const { integration_id } = pathParams(c, integrationParam);
+    return c.json((await repositories.list(c.var.tenant, integration_id)).map(presentRepository));
+  };
   return new Hono<Env>()
     .get(FORGE, async (c) => {
       const page = await installations.page(c.var.tenant, queryParams(c, installationPageSchema));
@@ -28,7 +46,18 @@ export function integrationRoutes(installations: InstallationService) {
       const installation = await installations.register(c.var.tenant, await readJson(c));
       return c.json(presentInstallation(installation), 201);
     })
+    // Registers the repositories an installation gives access to, replacing those registered before.
+    .put(`${FORGE}/:integration_id/repositories`, async (c) => {
+      const { integration_id } = pathParams(c, integrationParam);
+      return c.json((await repositories.replace(c.var.tenant, integration_id, await readJson(c))).map(presentRepository));
+    })
     .get("/v1/integrations/codehost/install", async (c) => {
       return c.json((await installations.all(c.var.tenant)).map(presentBasicInstallation));
-    });
+    })
+    // The forge variants list the same installations and repositories: this service has one code host.
+    .get("/v1/integrations/forge/codehost/install", async (c) => {
+      return c.json((await installations.all(c.var.tenant)).map(presentBasicInstallation));
+    })
+    .get("/v1/integrations/codehost/:integration_id/repos", listRepositories)
+    .get("/v1/integrations/forge/codehost/:integration_id/repos", listRepositories);
 }

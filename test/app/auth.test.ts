@@ -11,7 +11,7 @@ let orgWide: NewWorkspace;
 let sibling: string;
 let stranger: NewWorkspace;
 
-const listener = (computeId: string) => ({ compute_type: "k8s", compute_id: computeId, version: "1" });
+const listener = (computeId: string) => ({ compute_type: "k8s", compute_id: computeId, version: "1", compute_config: { k8s_namespaces: ["default"] } });
 const computeIds = (body: { resources: { compute_id: string }[] }) => body.resources.map((l) => l.compute_id);
 const list = (headers: Record<string, string>) => t.request("GET", "/v2/listeners", { headers });
 
@@ -127,9 +127,10 @@ describe("Authorization: Bearer", () => {
       "no tenant_id": await sign({ sub: "u" }),
       "tenant_id not a uuid": await sign({ tenant_id: "acme", sub: "u" }),
       "unknown workspace": await sign({ tenant_id: randomUUID(), sub: "u" }),
+      "no exp (tokens must expire)": await sign({ tenant_id: bound.workspaceId, sub: "u" }),
       garbage: "a.b.c",
     };
-    const valid = await sign({ tenant_id: bound.workspaceId, sub: "u" });
+    const valid = await sign({ tenant_id: bound.workspaceId, sub: "u" }, { expires: "5m" });
     const [h, p] = valid.split(".");
     const unsigned = `${Buffer.from(JSON.stringify({ alg: "none" })).toString("base64url")}.${p}.`;
     const tampered = `${h}.${Buffer.from(JSON.stringify({ tenant_id: stranger.workspaceId, sub: "u" })).toString("base64url")}.${valid.split(".")[2]}`;

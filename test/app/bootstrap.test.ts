@@ -55,7 +55,7 @@ const counts = async (app: App) => ({
 });
 
 const addListener = (app: App, key: string, computeId: string) =>
-  request(app, "POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: computeId, version: "1" } });
+  request(app, "POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: computeId, version: "1", compute_config: { k8s_namespaces: ["default"] } } });
 const computeIds = (res: { body: { resources: { compute_id: string }[] } }) => res.body.resources.map((l) => l.compute_id);
 
 // Each case starts the app two or three times on a persistent database (on PGlite: from initdb).

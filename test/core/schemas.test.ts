@@ -113,9 +113,13 @@ describe("query schemas", () => {
       offset: 0,
     });
     expect(deploymentListQuerySchema.parse({ remote_reconciled: "off" }).remote_reconciled).toBe(false);
-    expect(deploymentListQuerySchema.parse({ tag_value_ids: "," }).tag_value_ids).toEqual([]);
+    // A list with no items is no filter.
+    expect(deploymentListQuerySchema.parse({ tag_value_ids: "," }).tag_value_ids).toBeUndefined();
     expect(revisionListQuerySchema.parse({ status: "DEPLOYED,SKIPPED" }).status).toEqual(["DEPLOYED", "SKIPPED"]);
-    expect(paths(revisionListQuerySchema.safeParse({ status: "DEPLOYED,DONE" }))).toEqual(["status.1"]);
+    // Statuses are plain strings: one no revision has matches nothing; an empty filter is none.
+    expect(revisionListQuerySchema.parse({ status: "DEPLOYED,DONE" }).status).toEqual(["DEPLOYED"]);
+    expect(revisionListQuerySchema.parse({ status: "DONE" }).status).toEqual([]);
+    expect(revisionListQuerySchema.parse({ status: "" }).status).toBeUndefined();
   });
 });
 
@@ -127,14 +131,17 @@ describe("source rules", () => {
   });
   const locs = (s: ReturnType<typeof subject>) => sourceRuleIssues(s).map((i) => i.loc.slice(1).join("."));
 
-  it("requires framework_config_path exactly for codehost and internal_source", () => {
+  it("requires framework_config_path for codehost, and for internal_source with its tarball; refuses it for the others", () => {
     for (const source of SOURCES) {
-      const needs = source === "codehost" || source === "internal_source";
+      const takes = source === "codehost" || source === "internal_source";
       const without = locs(subject(source));
       const withIt = locs(subject(source, {}, { framework_config_path: "a.json" }));
-      expect(without.includes("source_revision_config.framework_config_path"), source).toBe(needs);
-      expect(withIt.includes("source_revision_config.framework_config_path"), source).toBe(!needs);
+      expect(without.includes("source_revision_config.framework_config_path"), source).toBe(source === "codehost");
+      expect(withIt.includes("source_revision_config.framework_config_path"), source).toBe(!takes);
     }
+    // The command-line tool creates an internal_source deployment with nothing, then PATCHes both in.
+    const tarballOnly = locs(subject("internal_source", {}, { source_tarball_path: "uploads/a.tar.gz" }));
+    expect(tarballOnly).toEqual(["source_revision_config.framework_config_path"]);
   });
 
   it("codehost needs integration and repository; external_container an image and a listener; managed sources no listener", () => {

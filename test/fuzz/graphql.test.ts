@@ -28,7 +28,10 @@ afterAll(() => t.close());
 const gid = (typename: string, id: string) => Buffer.from(`${typename}:${id}`).toString("base64");
 const camel = (key: string) => key.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 /** A REST body as GraphQL input: camelCase names (free-form objects have none to change), enums upper case. */
-function toInput(value: unknown, enumFields = new Set(["source", "revision_source", "deployment_type", "environment", "compute_type", "repository_selection"])): unknown {
+function toInput(
+  value: unknown,
+  enumFields = new Set(["source", "revision_source", "deployment_type", "environment", "compute_type", "repository_selection", "provider_type", "token_endpoint_auth_method"]),
+): unknown {
   if (Array.isArray(value)) return value.map((v) => toInput(v, enumFields));
   if (typeof value !== "object" || value === null) return value;
   return Object.fromEntries(
@@ -78,12 +81,59 @@ const MUTATIONS: Mutation[] = [
     variables: (f) => ({ agentId: f.agentId, input: toInput(f.bodies.connectionCreate[0]) }),
   },
   { name: "agentConnectionDelete", document: op("agentConnectionDelete", "$id: ID!", "id: $id", "deletedAgentConnectionId"), variables: () => ({ id: gid("AgentConnection", NOWHERE) }) },
+  {
+    name: "deploymentPushTokenCreate",
+    document: op("deploymentPushTokenCreate", "$deploymentId: ID!", "deploymentId: $deploymentId", "registryUrl expiresAt"),
+    variables: (f) => ({ deploymentId: gid("Deployment", f.deploymentId) }),
+  },
+  {
+    name: "deploymentUploadUrlCreate",
+    document: op("deploymentUploadUrlCreate", "$deploymentId: ID!", "deploymentId: $deploymentId", "objectPath expiresAt"),
+    variables: (f) => ({ deploymentId: gid("Deployment", f.deploymentId) }),
+  },
+  {
+    name: "codehostInstallationRepositoriesSet",
+    document: op("codehostInstallationRepositoriesSet", "$id: ID!, $input: CodehostRepositoriesSetInput!", "id: $id, input: $input", "codehostInstallation { id repositories { repositoryId } }"),
+    variables: (f) => ({ id: gid("CodehostInstallation", f.installationId), input: toInput(f.bodies.repositoriesSet[0]) }),
+  },
+  {
+    name: "oauthProviderCreate",
+    document: op("oauthProviderCreate", "$input: OAuthProviderCreateInput!", "input: $input", "oauthProvider { id }"),
+    variables: (f) => ({ input: toInput(f.bodies.providerCreate[0]) }),
+  },
+  {
+    name: "oauthProviderDiscover",
+    document: op("oauthProviderDiscover", "$input: OAuthProviderDiscoverInput!", "input: $input", "oauthProvider { id }"),
+    variables: (f) => ({ input: toInput(f.bodies.mcpDiscover[0]) }),
+  },
+  {
+    name: "oauthProviderUpdate",
+    document: op("oauthProviderUpdate", "$id: ID!, $input: OAuthProviderUpdateInput!", "id: $id, input: $input", "oauthProvider { id name }"),
+    variables: (f) => ({ id: gid("OAuthProvider", f.providerUuid), input: toInput(f.bodies.providerUpdate[0]) }),
+  },
+  { name: "oauthProviderDelete", document: op("oauthProviderDelete", "$id: ID!", "id: $id", "deletedOAuthProviderId"), variables: () => ({ id: gid("OAuthProvider", NOWHERE) }) },
+  {
+    name: "oauthAuthenticate",
+    document: op("oauthAuthenticate", "$input: OAuthAuthenticateInput!", "input: $input", "status url flow { id } oauthToken { id }"),
+    variables: (f) => ({ input: { provider: f.providerId, scopes: ["openid"], forceNew: false, isDefault: true } }),
+  },
+  {
+    name: "oauthFinalize",
+    document: op("oauthFinalize", "$providerId: String!, $input: OAuthFinalizeInput!", "providerId: $providerId, input: $input", "flow { id } oauthToken { id }"),
+    variables: (f) => ({ providerId: f.providerId, input: f.bodies.finalize[0] }),
+  },
+  {
+    name: "oauthTokenUpdate",
+    document: op("oauthTokenUpdate", "$id: ID!, $input: OAuthTokenUpdateInput!", "id: $id, input: $input", "oauthToken { id }"),
+    variables: (f) => ({ id: gid("OAuthToken", f.tokenId), input: toInput(f.bodies.tokenUpdate[0]) }),
+  },
+  { name: "oauthTokenDelete", document: op("oauthTokenDelete", "$id: ID!", "id: $id", "deletedOAuthTokenId"), variables: () => ({ id: gid("OAuthToken", NOWHERE) }) },
 ];
 
 /** Global ids that are almost right: wrong type, another workspace's object, not base64, not a uuid inside. */
 function hostileIds(f: Fixtures): fc.Arbitrary<string> {
-  const types = ["Deployment", "Revision", "Listener", "AgentConnection", "CodehostInstallation", "Workspace", "Nope", ""];
-  const ids = [f.deploymentId, f.revisionId, f.listenerId, f.connectionId, f.installationId, f.other.workspaceId, NOWHERE];
+  const types = ["Deployment", "Revision", "Listener", "AgentConnection", "CodehostInstallation", "Workspace", "OAuthProvider", "OAuthToken", "OAuthFlow", "Nope", ""];
+  const ids = [f.deploymentId, f.revisionId, f.listenerId, f.connectionId, f.installationId, f.other.workspaceId, f.providerUuid, f.tokenId, f.authId, NOWHERE];
   return fc.oneof(
     fc.tuple(fc.constantFrom(...types), fc.constantFrom(...ids)).map(([type, id]) => gid(type, id)),
     fc.tuple(fc.constantFrom(...types), hostileString).map(([type, id]) => gid(type, id)),
@@ -139,6 +189,57 @@ describe("hostile variables for every mutation", () => {
   }
 });
 
+/**
+ * Operations whose variables are, or sit where, secrets go: a [SecretInput!] list, one SecretInput,
+ * a String used as a secret's value. graphql-js quotes a value it cannot coerce; these must never be
+ * quoted, in the answer or the log (the app's leak guard watches for the fixtures' secret).
+ */
+const SECRET_OPERATIONS: { name: string; payload: string; document: string }[] = [
+  {
+    name: "[SecretInput!] variable",
+    payload: "deploymentUpdate",
+    document: op("deploymentUpdate", "$id: ID!, $s: [SecretInput!]", "id: $id, input: { secrets: $s }", "deployment { id }"),
+  },
+  {
+    name: "SecretInput! variable",
+    payload: "revisionCreate",
+    document: op("revisionCreate", "$id: ID!, $s: SecretInput!", "deploymentId: $id, input: { secrets: [$s] }", "revision { id }"),
+  },
+  {
+    name: "String! variable as a secret's value",
+    payload: "deploymentUpdate",
+    document: op("deploymentUpdate", "$id: ID!, $s: String!", 'id: $id, input: { secrets: [{ name: "A", value: $s }] }', "deployment { id }"),
+  },
+];
+
+/** A secret's value, wrapped and placed in every way a variable can be wrong around it. */
+function hostileSecrets(secret: string): fc.Arbitrary<unknown> {
+  const value = fc.oneof(
+    fc.constant(secret),
+    fc.constant({ value: secret }),
+    fc.constant([secret]),
+    fc.constant([{ name: "A", value: secret }]),
+    hostileJson(["name", "value"]).map((junk) => ({ junk, secret })),
+  );
+  const entry = fc.record(
+    { name: fc.oneof(fc.constant("API_TOKEN"), hostileString, hostileJson(["name"])), value, extra: hostileJson(["value"]) },
+    { requiredKeys: ["value"] },
+  );
+  return fc.oneof(value, entry, fc.array(entry, { maxLength: 3 }), fc.constant(null));
+}
+
+describe("invalid secret-typed variables", () => {
+  for (const operation of SECRET_OPERATIONS) {
+    it(operation.name, async () => {
+      const secret = t.guard.secret();
+      await fc.assert(
+        fc.asyncProperty(hostileSecrets(secret), (s) => run(operation.document, { id: gid("Deployment", fx.deploymentId), s }, operation.payload)),
+        { numRuns: QUERY_RUNS },
+      );
+    }, 180_000);
+  }
+});
+
 const QUERIES: { name: string; document: string; variables: (f: Fixtures) => Record<string, unknown> }[] = [
   {
     name: "deployments",
@@ -156,6 +257,12 @@ const QUERIES: { name: string; document: string; variables: (f: Fixtures) => Rec
   },
   { name: "nodes", document: `query($ids: [ID!]!) { nodes(ids: $ids) { id } }`, variables: (f) => ({ ids: [gid("Deployment", f.deploymentId), gid("Listener", f.listenerId)] }) },
   { name: "agentConnections", document: `query($agentId: String!, $first: Int) { agentConnections(agentId: $agentId, first: $first) { totalCount } }`, variables: (f) => ({ agentId: f.agentId, first: 3 }) },
+  {
+    name: "oauthTokens",
+    document: `query($providerId: String, $first: Int, $after: String) { oauthTokens(providerId: $providerId, first: $first, after: $after) { totalCount edges { node { id } } } }`,
+    variables: (f) => ({ providerId: f.providerId, first: 5, after: null }),
+  },
+  { name: "oauthProviders", document: `query($first: Int, $last: Int) { oauthProviders(first: $first, last: $last) { totalCount } }`, variables: () => ({ first: 5, last: null }) },
 ];
 
 describe("hostile variables for the query fields that take arguments", () => {

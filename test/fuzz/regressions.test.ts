@@ -71,7 +71,7 @@ describe("unpaired UTF-16 surrogates", () => {
   });
 
   it("in a text field are a 422 rather than stored silently altered", async () => {
-    const detail = await refusedWithoutChange("POST", "/v2/listeners", `{"compute_type":"k8s","compute_id":"c-\\ud800x","version":"1"}`);
+    const detail = await refusedWithoutChange("POST", "/v2/listeners", `{"compute_type":"k8s","compute_id":"c-\\ud800x","compute_config":{"k8s_namespaces":null},"version":"1"}`);
     expect(detail).toEqual([expect.objectContaining({ loc: ["body", "compute_id"] })]);
   });
 

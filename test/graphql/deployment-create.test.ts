@@ -222,7 +222,7 @@ describe("deploymentCreate", () => {
     const listener = await gqlOk(
       t,
       ws.apiKey,
-      `mutation { listenerCreate(input: {computeType: K8S, computeId: "edge-1", version: "1"}) { listener { id uuid } } }`,
+      `mutation { listenerCreate(input: {computeType: K8S, computeId: "edge-1", version: "1", computeConfig: {k8sNamespaces: ["default"]}}) { listener { id uuid } } }`,
     );
     const created = await gqlOk(
       t,

@@ -56,7 +56,7 @@ describe("deploymentUpdate", () => {
   it("answers NOT_FOUND on the id for an unknown, malformed, wrongly typed or foreign id", async () => {
     const mine = await createDeployment(t, ws.apiKey);
     const other = await t.workspace();
-    const listener = await gqlOk(t, ws.apiKey, `mutation { listenerCreate(input: {computeType: K8S, computeId: "nf", version: "1"}) { listener { id } } }`);
+    const listener = await gqlOk(t, ws.apiKey, `mutation { listenerCreate(input: {computeType: K8S, computeId: "nf", version: "1", computeConfig: {k8sNamespaces: ["default"]}}) { listener { id } } }`);
     for (const [key, id] of [
       [other.apiKey, mine.id],
       [ws.apiKey, "not-a-global-id"],
@@ -140,7 +140,7 @@ describe("deployments connection", () => {
     expect(all.node.revisions.edges.map((e: any) => [e.node.status, e.node.sourceRevisionConfig.imageUri])).toEqual([
       ["CREATING", "r/i:3"],
       ["SKIPPED", "r/i:2"],
-      ["SKIPPED", null],
+      ["SKIPPED", "registry.example/agent:1"],
     ]);
     const skipped = await gqlOk(t, ws.apiKey, q, { id: d.id, s: ["SKIPPED"] });
     expect(skipped.node.revisions.totalCount).toBe(2);

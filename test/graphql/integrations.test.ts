@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { storeToken } from "../support/oauth.js";
 import { gql, gqlOk } from "./support.js";
 
 let t: TestApp;
@@ -48,23 +49,24 @@ describe("codehostInstallationRegister", () => {
 
 describe("agent connections", () => {
   it("connects, lists per agent, and disconnects", async () => {
-    const created = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "support-bot", input: { oauthTokenId: "github:acme-bot" } })).agentConnectionCreate;
+    const token = await storeToken(t, ws.apiKey);
+    const created = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "support-bot", input: { oauthTokenId: token.id } })).agentConnectionCreate;
     expect(created).toEqual({
       agentConnection: {
         id: expect.any(String),
         uuid: expect.any(String),
         agentId: "support-bot",
-        oauthTokenId: "github:acme-bot",
+        oauthTokenId: token.id,
         providerId: "github",
         providerAccountLabel: "acme-bot",
-        scopes: [],
-        expiresAt: null,
+        scopes: ["repo"],
+        expiresAt: token.expiresAt!.toISOString(),
         createdBy: expect.stringMatching(/^api_key:/),
         createdAt: expect.any(String),
       },
       userErrors: [],
     });
-    await gqlOk(t, ws.apiKey, CONNECT, { agent: "other-bot", input: { oauthTokenId: "gitlab:x" } });
+    await gqlOk(t, ws.apiKey, CONNECT, { agent: "other-bot", input: { oauthTokenId: token.id } });
     const list = await gqlOk(t, ws.apiKey, `{ agentConnections(agentId: "support-bot") { totalCount edges { node { id } } } }`);
     expect(list.agentConnections).toEqual({ totalCount: 1, edges: [{ node: { id: created.agentConnection.id } }] });
 
@@ -84,9 +86,12 @@ describe("agent connections", () => {
     expect(bad.userErrors.map((e: { field: string[] }) => e.field.join("."))).toEqual(["agentId"]);
     const token = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: "has space" } })).agentConnectionCreate;
     expect(token.userErrors).toEqual([{ field: ["input", "oauthTokenId"], message: expect.any(String), code: "INVALID" }]);
-    await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: "t:1" } });
-    const dup = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: "t:1" } })).agentConnectionCreate;
+    const stored = await storeToken(t, ws.apiKey);
+    await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: stored.id } });
+    const dup = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: stored.id } })).agentConnectionCreate;
     expect(dup.userErrors).toEqual([{ field: null, message: expect.any(String), code: "CONFLICT" }]);
+    const unknown = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: "github:made-up" } })).agentConnectionCreate;
+    expect(unknown.userErrors).toEqual([{ field: ["id"], message: "OAuth token ID github:made-up not found.", code: "NOT_FOUND" }]);
 
     const listBad = await gql(t, ws.apiKey, `{ agentConnections(agentId: "NOPE!") { totalCount } }`);
     expect(listBad.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/^agentId: /), extensions: { code: "BAD_USER_INPUT" } })]);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { storeToken } from "../support/oauth.js";
 import { createDeployment, gql, globalId, gqlOk } from "./support.js";
 
 let t: TestApp;
@@ -19,13 +20,15 @@ const NODES = `query($ids: [ID!]!) { nodes(ids: $ids) { __typename id ... on Dep
 describe("node and nodes", () => {
   it("resolves every node type by global id, in input order, with null where nothing is visible", async () => {
     const d = await createDeployment(t, ws.apiKey, { name: "noded" });
-    const listener = (await gqlOk(t, ws.apiKey, `mutation { listenerCreate(input: {computeType: K8S, computeId: "n1", version: "1"}) { listener { id } } }`))
+    const listener = (await gqlOk(t, ws.apiKey, `mutation { listenerCreate(input: {computeType: K8S, computeId: "n1", version: "1", computeConfig: {k8sNamespaces: ["default"]}}) { listener { id } } }`))
       .listenerCreate.listener.id as string;
     const installation = (
       await gqlOk(t, ws.apiKey, `mutation { codehostInstallationRegister(input: {installationId: 7, name: "n"}) { codehostInstallation { id } } }`)
     ).codehostInstallationRegister.codehostInstallation.id as string;
     const connection = (
-      await gqlOk(t, ws.apiKey, `mutation { agentConnectionCreate(agentId: "a", input: {oauthTokenId: "x:y"}) { agentConnection { id } } }`)
+      await gqlOk(t, ws.apiKey, `mutation($o: String!) { agentConnectionCreate(agentId: "a", input: {oauthTokenId: $o}) { agentConnection { id } } }`, {
+        o: (await storeToken(t, ws.apiKey)).id,
+      })
     ).agentConnectionCreate.agentConnection.id as string;
     const viewer = (await gqlOk(t, ws.apiKey, `{ viewer { id uuid name } }`)).viewer;
     expect(viewer.uuid).toBe(ws.workspaceId);
@@ -82,9 +85,11 @@ describe("tenant isolation", () => {
     const mine = await t.workspace();
     const theirs = await t.workspace();
     await createDeployment(t, theirs.apiKey);
-    await gqlOk(t, theirs.apiKey, `mutation { listenerCreate(input: {computeType: K8S, computeId: "t", version: "1"}) { listener { id } } }`);
+    await gqlOk(t, theirs.apiKey, `mutation { listenerCreate(input: {computeType: K8S, computeId: "t", version: "1", computeConfig: {k8sNamespaces: ["default"]}}) { listener { id } } }`);
     await gqlOk(t, theirs.apiKey, `mutation { codehostInstallationRegister(input: {installationId: 9, name: "t"}) { codehostInstallation { id } } }`);
-    await gqlOk(t, theirs.apiKey, `mutation { agentConnectionCreate(agentId: "shared-name", input: {oauthTokenId: "x:t"}) { agentConnection { id } } }`);
+    await gqlOk(t, theirs.apiKey, `mutation($o: String!) { agentConnectionCreate(agentId: "shared-name", input: {oauthTokenId: $o}) { agentConnection { id } } }`, {
+      o: (await storeToken(t, theirs.apiKey)).id,
+    });
     const data = await gqlOk(
       t,
       mine.apiKey,

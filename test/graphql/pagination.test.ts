@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { storeToken } from "../support/oauth.js";
 import { createDeployment, gql, gqlOk } from "./support.js";
 
 let t: TestApp;
@@ -44,7 +45,7 @@ const subjects: Subject[] = [
     name: "listeners",
     seed: async (ws, n) => {
       for (let i = 0; i < n; i++) {
-        await gqlOk(t, ws.apiKey, `mutation($c: String!) { listenerCreate(input: {computeType: K8S, computeId: $c, version: "1"}) { listener { id } } }`, { c: `c-${i}-${Math.random()}` });
+        await gqlOk(t, ws.apiKey, `mutation($c: String!) { listenerCreate(input: {computeType: K8S, computeId: $c, version: "1", computeConfig: {k8sNamespaces: ["default"]}}) { listener { id } } }`, { c: `c-${i}-${Math.random()}` });
       }
     },
     query: `query(${VARS}) { listeners(${ARGS}) { ${PAGE} } }`,
@@ -66,11 +67,28 @@ const subjects: Subject[] = [
     name: "agentConnections",
     seed: async (ws, n) => {
       for (let i = 0; i < n; i++) {
-        await gqlOk(t, ws.apiKey, `mutation($o: String!) { agentConnectionCreate(agentId: "pager", input: {oauthTokenId: $o}) { agentConnection { id } } }`, { o: `p:${i}-${Math.random()}` });
+        const token = await storeToken(t, ws.apiKey);
+        await gqlOk(t, ws.apiKey, `mutation($o: String!) { agentConnectionCreate(agentId: "pager", input: {oauthTokenId: $o}) { agentConnection { id } } }`, { o: token.id });
       }
     },
     query: `query(${VARS}) { agentConnections(agentId: "pager", ${ARGS}) { ${PAGE} } }`,
     pick: (d) => d.agentConnections,
+  },
+  {
+    name: "oauthProviders",
+    seed: async (ws, n) => {
+      for (let i = 0; i < n; i++) await storeToken(t, ws.apiKey, { providerId: `pager-${i}` });
+    },
+    query: `query(${VARS}) { oauthProviders(${ARGS}) { ${PAGE} } }`,
+    pick: (d) => d.oauthProviders,
+  },
+  {
+    name: "oauthTokens",
+    seed: async (ws, n) => {
+      for (let i = 0; i < n; i++) await storeToken(t, ws.apiKey);
+    },
+    query: `query(${VARS}) { oauthTokens(${ARGS}) { ${PAGE} } }`,
+    pick: (d) => d.oauthTokens,
   },
   {
     name: "Deployment.revisions",

@@ -16,11 +16,14 @@ describe("schema.graphql", () => {
   it("gives every node type a uuid and names every mutation's payload userErrors", () => {
     const types = Object.values(schema.getTypeMap());
     const nodes = types.filter((t) => "getInterfaces" in t && t.getInterfaces().some((i) => i.name === "Node"));
-    expect(nodes.map((n) => n.name).sort()).toEqual(["AgentConnection", "CodehostInstallation", "Deployment", "Listener", "Revision", "Workspace"]);
+    expect(nodes.map((n) => n.name).sort()).toEqual([
+      "AgentConnection", "CodehostInstallation", "Deployment", "Listener", "OAuthFlow", "OAuthProvider", "OAuthToken", "Revision", "Workspace",
+    ]);
     for (const n of nodes) expect(Object.keys((n as import("graphql").GraphQLObjectType).getFields()), n.name).toContain("uuid");
     for (const field of Object.values(schema.getMutationType()!.getFields())) {
       const payload = field.type.toString().replace("!", "");
-      expect(payload, field.name).toBe(`${field.name[0]!.toUpperCase()}${field.name.slice(1)}Payload`);
+      // An acronym keeps its case in the type's name: oauthProviderCreate → OAuthProviderCreatePayload.
+      expect(payload.toLowerCase(), field.name).toBe(`${field.name}Payload`.toLowerCase());
       expect(Object.keys((schema.getType(payload) as import("graphql").GraphQLObjectType).getFields()), field.name).toContain("userErrors");
     }
   });

@@ -47,10 +47,18 @@ export const DEPLOYMENT_CREATE = /* GraphQL */ `
     }
   }`;
 
-/** Creates an internal_container deployment through the mutation; returns its and its first revision's ids. */
+/**
+ * Creates an internal_container deployment (of an image, so that it has something to build)
+ * through the mutation; returns its and its first revision's ids.
+ */
 export async function createDeployment(t: TestApp, key: string, input: Record<string, unknown> = {}) {
   const data = await gqlOk(t, key, DEPLOYMENT_CREATE, {
-    input: { name: `d-${Math.random().toString(36).slice(2, 10)}`, source: "INTERNAL_CONTAINER", ...input },
+    input: {
+      name: `d-${Math.random().toString(36).slice(2, 10)}`,
+      source: "INTERNAL_CONTAINER",
+      sourceRevisionConfig: { imageUri: "registry.example/agent:1" },
+      ...input,
+    },
   });
   const payload = data.deploymentCreate;
   if (payload.userErrors.length > 0) throw new Error(`deploymentCreate refused: ${JSON.stringify(payload.userErrors)}`);

@@ -14,7 +14,7 @@ beforeAll(async () => {
     const d = await createDeployment(t, ws.apiKey, { sourceConfig: { deploymentType: "DEV" } });
     await gqlOk(t, ws.apiKey, `mutation($d: ID!) { revisionCreate(deploymentId: $d, input: {}) { revision { id } } }`, { d: d.id });
   }
-  await gqlOk(t, ws.apiKey, `mutation { listenerCreate(input: {computeType: K8S, computeId: "c1", version: "1"}) { listener { id } } }`);
+  await gqlOk(t, ws.apiKey, `mutation { listenerCreate(input: {computeType: K8S, computeId: "c1", version: "1", computeConfig: {k8sNamespaces: ["default"]}}) { listener { id } } }`);
 });
 afterAll(() => t.close());
 

@@ -3,10 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { Leases } from "../../src/pipeline/leases.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { storeToken } from "../support/oauth.js";
 import { LIST_QUERY, NESTED_QUERY } from "../../bench/lib/queries.js";
 
 /** Tables that grow with tenants: none of them may be read whole by a listing or a filter. */
-const TENANT_TABLES = ["deployments", "revisions", "revision_events", "listeners", "codehost_installations", "agent_connections", "api_keys", "idempotency_keys"];
+const TENANT_TABLES = [
+  "deployments", "revisions", "revision_events", "listeners", "codehost_installations", "agent_connections", "api_keys", "idempotency_keys",
+  "codehost_repositories", "oauth_providers", "oauth_tokens", "oauth_flows",
+];
 
 interface PlanNode {
   "Node Type": string;
@@ -58,7 +62,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
   let t: TestApp;
   let ws: NewWorkspace;
   let explainer: pg.Client;
-  const ids = { deployment: "", revision: "", listener: "", other: "" };
+  const ids = { deployment: "", revision: "", listener: "", other: "", installation: "" };
 
   beforeAll(async () => {
     t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
@@ -87,8 +91,14 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
     });
     expect(listener.status).toBe(201);
     ids.listener = listener.body.id;
-    expect((await t.request("POST", "/v2/integrations/forge-codehost/installations", { key: ws.apiKey, body: { installation_id: 4242, name: "plan-org" } })).status).toBe(201);
-    expect((await t.request("POST", "/v2/auth/agents/planner/connections", { key: ws.apiKey, body: { oauth_token_id: "github:plan" } })).status).toBe(201);
+    const installation = await t.request("POST", "/v2/integrations/forge-codehost/installations", {
+      key: ws.apiKey,
+      body: { installation_id: 4242, name: "plan-org", repositories: [{ id: 1, owner: "plan-org", name: "agent", url: "https://github.com/plan-org/agent" }] },
+    });
+    expect(installation.status).toBe(201);
+    ids.installation = installation.body.id;
+    const token = await storeToken(t, ws.apiKey);
+    expect((await t.request("POST", "/v2/auth/agents/planner/connections", { key: ws.apiKey, body: { oauth_token_id: token.id } })).status).toBe(201);
 
     const database = t.app.config.database;
     if (database.kind !== "postgres") throw new Error("expected PostgreSQL");
@@ -160,7 +170,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
     expectIndexed(await plansOf("GET", `/v2/deployments/${ids.deployment}`), "GET /v2/deployments/{id}");
   });
 
-  it("REST revisions, listeners, installations and connections", async () => {
+  it("REST revisions, listeners, installations, repositories, connections, providers and tokens", async () => {
     const paths = [
       `/v2/deployments/${ids.deployment}/revisions?limit=20`,
       `/v2/deployments/${ids.deployment}/revisions?status=CREATING,SKIPPED`,
@@ -170,6 +180,11 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
       "/v2/integrations/forge-codehost/installations?page_size=100",
       "/v1/integrations/codehost/install",
       "/v2/auth/agents/planner/connections",
+      "/v2/auth/providers",
+      "/v2/auth/tokens",
+      "/v2/auth/tokens?provider_id=github",
+      "/v2/auth/tokens/exists?provider_id=github",
+      `/v1/integrations/codehost/${ids.installation}/repos`,
     ];
     for (const path of paths) expectIndexed(await plansOf("GET", path), `GET ${path}`);
   });

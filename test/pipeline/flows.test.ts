@@ -188,7 +188,7 @@ describe("failure paths, SKIPPED and redeploy through REST", () => {
 
   it("deploys a self-hosted (external_container) revision without build statuses", async () => {
     const { apiKey: key } = await t.workspace();
-    const listener = await t.request("POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: "cluster-1", version: "1" } });
+    const listener = await t.request("POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: "cluster-1", version: "1", compute_config: { k8s_namespaces: ["default"] } } });
     const created = await t.request("POST", "/v2/deployments", {
       key,
       body: {

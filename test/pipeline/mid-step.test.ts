@@ -44,7 +44,7 @@ describe("interrupting, and references gone mid-step, through REST (1 s steps)",
 
   it("fails with CREATE_FAILED when the listener of a self-hosted deployment is gone before its create step ends", async () => {
     const { apiKey: key } = await slow.workspace();
-    const listener = await slow.request("POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: "cluster-1", version: "1" } });
+    const listener = await slow.request("POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: "cluster-1", version: "1", compute_config: { k8s_namespaces: ["default"] } } });
     const created = await slow.request("POST", "/v2/deployments", {
       key,
       body: {

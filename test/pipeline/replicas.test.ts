@@ -95,7 +95,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("pipeline across app instances o
       const second = await start({ PIPELINE_STEP_MS: "15" }, db, { pollMs: 10, leaseMs: 400 });
       await waitFor(() => statusOf(second, rid), (s) => s === "DEPLOYED", 20_000);
       expect(await eventLog(second.app.db.prisma, rid)).toEqual(MANAGED_LOG);
-      expect(second.app.worker!.stats.committed).toBe(6);
+      // A step is counted once its events are published, after the commit the status shows.
+      expect(await waitFor(async () => second.app.worker!.stats.committed, (n) => n >= 6)).toBe(6);
     });
   }
 });

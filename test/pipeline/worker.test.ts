@@ -44,6 +44,8 @@ describe("pipeline worker", () => {
     ];
     worker();
     await until(rev.id, "DEPLOYED");
+    // Over PostgreSQL events arrive by NOTIFY, after the commit that the status was read from.
+    await waitFor(async () => seen.some((e) => e.type === "deployment.status"), Boolean);
     off.forEach((f) => f());
 
     expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);

@@ -31,6 +31,31 @@ describe("LeakGuard", () => {
     expect(await clean.findLeaks()).toEqual([expect.stringMatching(/^GET \/x -> 200: x-echo/)]);
   });
 
+  it("lets a value show only in the answers meant to hand it out", async () => {
+    const guard = new LeakGuard();
+    const token = guard.secret(`tok-${randomUUID()}`, { shownIn: /^POST \/v2\/auth\/authenticate -> 200$/ });
+    guard.recordResponse("POST /v2/auth/authenticate -> 200", new Headers(), JSON.stringify({ token }));
+    expect(await guard.findLeaks()).toEqual([]);
+    guard.recordResponse("GET /v2/auth/tokens -> 200", new Headers(), JSON.stringify([{ token }]));
+    guard.destination.write(JSON.stringify({ msg: "refreshed", token }));
+    expect(await guard.findLeaks()).toEqual([expect.stringMatching(/^log line 1: /), expect.stringMatching(/^GET \/v2\/auth\/tokens -> 200: /)]);
+  });
+
+  it("registers an OAuth client secret by itself, and finds a sealed column holding plain text", () =>
+    withOwnApp(async (own, ws) => {
+      const secret = `client-${randomUUID()}`;
+      const res = await own.request("POST", "/v2/auth/providers", {
+        key: ws.apiKey,
+        body: { provider_id: "p", name: "P", client_id: "c", client_secret: secret, auth_url: "https://a.example/a", token_url: "https://a.example/t" },
+      });
+      expect(res.status).toBe(200);
+      expect(await own.guard.findLeaks(own.app.db.sql)).toEqual([]);
+      await own.app.db.sql.query(`UPDATE oauth_providers SET client_secret = $1`, [secret]);
+      const leaks = await own.guard.findLeaks(own.app.db.sql);
+      expect(leaks.some((l) => l.startsWith("table oauth_providers"))).toBe(true);
+      expect(leaks.some((l) => /^oauth_providers .*: client_secret is not ciphertext$/.test(l))).toBe(true);
+    }));
+
   /** An app of its own, which leaks on purpose: it stops without close()'s leak check. */
   async function withOwnApp(fn: (own: TestApp, ws: NewWorkspace) => Promise<void>) {
     const own = await startTestApp();
@@ -42,7 +67,7 @@ describe("LeakGuard", () => {
   }
   /** A listener's version is echoed back: a stand-in for any field that would leak a secret. */
   const echo = (own: TestApp, ws: NewWorkspace, value: string) =>
-    own.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: value } });
+    own.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: value, compute_config: { k8s_namespaces: ["default"] } } });
   const createWithSecret = (own: TestApp, ws: NewWorkspace, body: object, value: string) =>
     own.request("POST", "/v2/deployments", { key: ws.apiKey, body: { source: "internal_container", ...body, secrets: [{ name: "TOKEN", value }] } });
 

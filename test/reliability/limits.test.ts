@@ -3,7 +3,7 @@ import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
-import { TokenBuckets } from "../../src/rest/limits.js";
+import { TokenBuckets } from "../../src/middleware/caller-limits.js";
 import { TEST_JWT_SECRET, type TestApp, startTestApp } from "../support/app.js";
 
 const listener = (computeId: string, extra: Record<string, unknown> = {}) => ({
@@ -34,7 +34,7 @@ function post(url: string, path: string, body: string, headers: Record<string, s
 describe("settings", () => {
   it("reads the limits and previous keys, with defaults, and names bad values", () => {
     const defaults = loadConfig({ DATABASE_URL: "memory://" });
-    expect(defaults.limits).toEqual({ maxBodyBytes: 1_048_576, ratePerMinute: 1200, requestTimeoutMs: 30_000 });
+    expect(defaults.limits).toEqual({ maxBodyBytes: 1_048_576, ratePerMinute: 1200, authFailuresPerMinute: 60, requestTimeoutMs: 30_000 });
     expect(defaults.secretsKeyPrevious).toEqual([]);
     const a = Buffer.alloc(32, 1).toString("base64");
     const b = Buffer.alloc(32, 2).toString("base64");
@@ -45,7 +45,7 @@ describe("settings", () => {
       REQUEST_TIMEOUT_MS: "500",
       SECRETS_KEY_PREVIOUS: `${a}, ${b}`,
     });
-    expect(set.limits).toEqual({ maxBodyBytes: 2048, ratePerMinute: 0, requestTimeoutMs: 500 });
+    expect(set.limits).toEqual({ maxBodyBytes: 2048, ratePerMinute: 0, authFailuresPerMinute: 60, requestTimeoutMs: 500 });
     expect(set.secretsKeyPrevious).toEqual([a, b]);
     let problems = "";
     try {
@@ -64,8 +64,8 @@ describe("request body limit", () => {
   let ws: NewWorkspace;
   let url: string;
   beforeAll(async () => {
-    // The rate limit is off here (and proven off below).
-    t = await startTestApp({ MAX_BODY_BYTES: "1024", RATE_LIMIT_PER_MINUTE: "0" });
+    // The rate limits are off here (and proven off below).
+    t = await startTestApp({ MAX_BODY_BYTES: "1024", RATE_LIMIT_PER_MINUTE: "0", AUTH_FAILURES_PER_MINUTE: "0" });
     ws = await t.workspace();
     url = await t.app.start();
   });
@@ -97,7 +97,7 @@ describe("request body limit", () => {
     expect(JSON.parse(res.text)).toEqual({ detail: expect.stringContaining("1024 bytes") });
   });
 
-  it("has no rate limit with RATE_LIMIT_PER_MINUTE=0 (the default, 1200 a minute, would refuse some of these)", async () => {
+  it("has no rate limit with RATE_LIMIT_PER_MINUTE=0 and AUTH_FAILURES_PER_MINUTE=0 (the defaults would refuse some of these)", async () => {
     const statuses = new Set<number>();
     for (let i = 0; i < 1300; i++) statuses.add((await t.request("GET", "/v2/listeners")).status);
     expect(statuses).toEqual(new Set([401]));

@@ -3,6 +3,7 @@ import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
+import { storeToken } from "../support/oauth.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -19,17 +20,18 @@ const connect = (key: string, agentId: string, oauthTokenId: unknown) =>
 
 describe("agent connections", () => {
   it("connects a token, lists it, and deletes it", async () => {
-    const created = await connect(ws.apiKey, "support-bot", "github:acme-bot");
+    const token = await storeToken(t, ws.apiKey, { scopes: ["repo", "read:org"] });
+    const created = await connect(ws.apiKey, "support-bot", token.id);
     expect(created.status).toBe(201);
     const key = await t.app.db.prisma.apiKey.findFirstOrThrow({ where: { workspaceId: ws.workspaceId } });
     expect(created.body).toEqual({
       id: expect.stringMatching(/^[0-9a-f-]{36}$/),
       agent_id: "support-bot",
-      oauth_token_id: "github:acme-bot",
+      oauth_token_id: token.id,
       provider_id: "github",
       provider_account_label: "acme-bot",
-      scopes: [],
-      expires_at: null,
+      scopes: ["repo", "read:org"],
+      expires_at: token.expiresAt!.toISOString(),
       created_by: `api_key:${key.id}`,
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT[\d:.]+Z$/),
     });
@@ -48,18 +50,25 @@ describe("agent connections", () => {
     expect(again.body).toEqual({ detail: `Connection ID ${created.body.id} not found.` });
   });
 
-  it("derives the provider only from a `<provider>:<account>` token id and claims nothing else", async () => {
-    const opaque = randomUUID();
-    for (const [tokenId, provider, label] of [
-      [opaque, "unknown", opaque],
-      ["gitlab:team:ops", "gitlab", "team:ops"],
-      ["GitHub:acme", "unknown", "GitHub:acme"],
-      ["github:", "unknown", "github:"],
-    ] as const) {
-      const res = await connect(ws.apiKey, "describer", tokenId);
-      expect(res.status, tokenId).toBe(201);
-      expect(res.body, tokenId).toMatchObject({ provider_id: provider, provider_account_label: label, scopes: [], expires_at: null });
+  it("takes provider, label, scopes and expiry from the token, follows its relabelling, and refuses a token not the caller's", async () => {
+    const mine = await t.workspace();
+    const token = await storeToken(t, mine.apiKey, { providerId: "gitlab", scopes: [], label: null, expiresAt: null });
+    const created = await connect(mine.apiKey, "describer", token.id);
+    expect(created.status, created.text).toBe(201);
+    expect(created.body).toMatchObject({ oauth_token_id: token.id, provider_id: "gitlab", provider_account_label: null, scopes: [], expires_at: null });
+    const relabelled = await t.request("PATCH", `/v2/auth/tokens/${token.id}/metadata`, { key: mine.apiKey, body: { provider_account_label: "team-ops" } });
+    expect(relabelled.status, relabelled.text).toBe(200);
+    expect((await t.request("GET", path("describer"), { key: mine.apiKey })).body.data[0].provider_account_label).toBe("team-ops");
+
+    const theirs = await storeToken(t, (await t.workspace()).apiKey);
+    for (const tokenId of [randomUUID(), "github:acme-bot", theirs.id, theirs.id.toUpperCase()]) {
+      const res = await connect(mine.apiKey, "describer", tokenId);
+      expect(res.status, tokenId).toBe(404);
+      expect(res.body).toEqual({ detail: `OAuth token ID ${tokenId} not found.` });
     }
+    // Deleting the token ends the connections that used it.
+    expect((await t.request("DELETE", `/v2/auth/tokens/${token.id}`, { key: mine.apiKey })).status).toBe(204);
+    expect((await t.request("GET", path("describer"), { key: mine.apiKey })).body).toEqual({ data: [] });
   });
 
   it("records the token's subject as created_by for a bearer caller", async () => {
@@ -68,20 +77,24 @@ describe("agent connections", () => {
       .setSubject("user-77")
       .setExpirationTime("5m")
       .sign(new TextEncoder().encode(TEST_JWT_SECRET));
-    const res = await t.request("POST", path("jwt-agent"), {
-      headers: { authorization: `Bearer ${token}` },
-      body: { oauth_token_id: "slack:T123" },
-    });
-    expect(res.status).toBe(201);
+    const authorization = `Bearer ${token}`;
+    const mine = await storeToken(t, "", { providerId: "slack", tenant: await t.app.core.auth.authenticate({ authorization }) });
+    const res = await t.request("POST", path("jwt-agent"), { headers: { authorization }, body: { oauth_token_id: mine.id } });
+    expect(res.status, res.text).toBe(201);
     expect(res.body.created_by).toBe("user:user-77");
+    // A token of the workspace's API key is not this user's.
+    const keys = await storeToken(t, ws.apiKey, { providerId: "slack" });
+    const other = await t.request("POST", path("jwt-agent"), { headers: { authorization }, body: { oauth_token_id: keys.id } });
+    expect(other.status).toBe(404);
   });
 
   it("lists one agent's connections, newest first", async () => {
     const mine = await t.workspace();
-    const a = await connect(mine.apiKey, "agent-a", "github:one");
-    const b = await connect(mine.apiKey, "agent-a", "github:two");
-    const c = await connect(mine.apiKey, "agent-a", "github:three");
-    await connect(mine.apiKey, "agent-b", "github:one");
+    const [one, two, three] = [await storeToken(t, mine.apiKey), await storeToken(t, mine.apiKey), await storeToken(t, mine.apiKey)];
+    const a = await connect(mine.apiKey, "agent-a", one.id);
+    const b = await connect(mine.apiKey, "agent-a", two.id);
+    const c = await connect(mine.apiKey, "agent-a", three.id);
+    await connect(mine.apiKey, "agent-b", one.id);
     const list = await t.request("GET", path("agent-a"), { key: mine.apiKey });
     const rows = [a.body, b.body, c.body].sort((x, y) =>
       y.created_at.localeCompare(x.created_at) || (x.id < y.id ? 1 : -1),
@@ -91,13 +104,14 @@ describe("agent connections", () => {
 
   it("refuses the same token twice on one agent with 409, and allows it elsewhere", async () => {
     const mine = await t.workspace();
-    expect((await connect(mine.apiKey, "dup-agent", "github:acme")).status).toBe(201);
-    const again = await connect(mine.apiKey, "dup-agent", "github:acme");
+    const token = await storeToken(t, mine.apiKey);
+    expect((await connect(mine.apiKey, "dup-agent", token.id)).status).toBe(201);
+    const again = await connect(mine.apiKey, "dup-agent", token.id);
     expect(again.status).toBe(409);
-    expect(again.body).toEqual({ detail: expect.stringContaining("github:acme") });
-    expect((await connect(mine.apiKey, "other-agent", "github:acme")).status).toBe(201);
+    expect(again.body).toEqual({ detail: expect.stringContaining(token.id) });
+    expect((await connect(mine.apiKey, "other-agent", token.id)).status).toBe(201);
     const other = await t.workspace();
-    expect((await connect(other.apiKey, "dup-agent", "github:acme")).status).toBe(201);
+    expect((await connect(other.apiKey, "dup-agent", (await storeToken(t, other.apiKey)).id)).status).toBe(201);
     expect((await t.request("GET", path("dup-agent"), { key: mine.apiKey })).body.data).toHaveLength(1);
   });
 
@@ -121,8 +135,9 @@ describe("agent connections", () => {
       input: "Agent",
       ctx: { pattern: "^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$" },
     });
-    expect((await connect(mine.apiKey, "a", "x:y")).status).toBe(201);
-    expect((await connect(mine.apiKey, `a${"b".repeat(62)}`, "x:y")).status).toBe(201);
+    const token = await storeToken(t, mine.apiKey);
+    expect((await connect(mine.apiKey, "a", token.id)).status).toBe(201);
+    expect((await connect(mine.apiKey, `a${"b".repeat(62)}`, token.id)).status).toBe(201);
 
     const both = await t.request("DELETE", `${path("Bad")}/not-a-uuid`, { key: mine.apiKey });
     expect(both.status).toBe(422);
@@ -151,7 +166,7 @@ describe("agent connections", () => {
   it("answers 404 for a connection of another agent or another workspace, and hides their lists", async () => {
     const a = await t.workspace();
     const b = await t.workspace();
-    const created = await connect(a.apiKey, "private-agent", "github:secret");
+    const created = await connect(a.apiKey, "private-agent", (await storeToken(t, a.apiKey)).id);
     const id = created.body.id;
     const wrongAgent = await t.request("DELETE", `${path("someone-else")}/${id}`, { key: a.apiKey });
     expect(wrongAgent.status).toBe(404);
@@ -159,8 +174,8 @@ describe("agent connections", () => {
     expect(wrongWorkspace.status).toBe(404);
     expect(wrongWorkspace.body).toEqual({ detail: `Connection ID ${id} not found.` });
     expect((await t.request("GET", path("private-agent"), { key: b.apiKey })).body).toEqual({ data: [] });
-    // b connecting the same token to its own agent of that name does not collide with a's.
-    expect((await connect(b.apiKey, "private-agent", "github:secret")).status).toBe(201);
+    // b connecting a token of its own to its own agent of that name does not touch a's.
+    expect((await connect(b.apiKey, "private-agent", (await storeToken(t, b.apiKey)).id)).status).toBe(201);
     expect((await t.request("GET", path("private-agent"), { key: a.apiKey })).body.data).toEqual([created.body]);
 
     for (const [method, suffix] of [["GET", ""], ["POST", ""], ["DELETE", `/${id}`]] as const) {

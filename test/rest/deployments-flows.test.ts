@@ -101,7 +101,7 @@ describe("COMPAT.md client flows, up to where polling starts", () => {
 
 describe("tenant isolation", () => {
   it("another workspace gets 404 on every endpoint for these objects, sees none in lists, and changes nothing", async () => {
-    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: "iso", version: "1" } });
+    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: "iso", version: "1", compute_config: { k8s_namespaces: ["default"] } } });
     const d = (
       await t.request("POST", "/v2/deployments", {
         key: ws.apiKey,

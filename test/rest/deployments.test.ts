@@ -24,7 +24,7 @@ const installation = (workspaceId: string) =>
     data: { workspaceId, installationId: Math.floor(Math.random() * 1e9), name: "acme" },
   });
 const listener = async (key: string) =>
-  (await t.request("POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: "1" } })).body.id as string;
+  (await t.request("POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: "1", compute_config: { k8s_namespaces: ["default"] } } })).body.id as string;
 
 describe("POST /v2/deployments", () => {
   it("creates a deployment as the command-line tool sends it, with every field of SPEC.md", async () => {
@@ -48,7 +48,8 @@ describe("POST /v2/deployments", () => {
         integration_id: null,
         repo_url: null,
         build_on_push: null,
-        custom_url: null,
+        // Answers carry the serving URL here (what the command-line tool prints).
+        custom_url: expect.stringMatching(/^https:\/\/cli-agent-[0-9a-f]{8}\.deployments\.localhost$/),
         resource_spec: null,
         listener_id: null,
         listener_config: null,

@@ -71,6 +71,7 @@ describe("listeners", () => {
     expect(res.body.detail).toEqual([
       expect.objectContaining({ loc: ["body", "compute_type"], type: "enum", input: "ecs" }),
       expect.objectContaining({ loc: ["body", "compute_id"], type: "missing", msg: "Field required" }),
+      expect.objectContaining({ loc: ["body", "compute_config"], type: "missing", msg: "Field required" }),
       expect.objectContaining({ loc: ["body", "version"], type: "string_type", input: 3 }),
     ]);
     const after = await t.request("GET", "/v2/listeners?limit=100", { key: ws.apiKey });

@@ -1,10 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { SignJWT } from "jose";
+import { gzipSync } from "node:zlib";
+import { decodeJwt, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
 import { subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
 import { gql, globalId } from "../graphql/support.js";
+import { addProvider, OAUTH_ENV, pathOf } from "../support/oauth.js";
+import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
 
 /**
  * The tenant isolation matrix: workspace B tries every REST endpoint, every GraphQL query field,
@@ -15,12 +18,19 @@ import { gql, globalId } from "../graphql/support.js";
 
 let t: TestApp;
 let url: string;
+let oauth: OAuthServer;
 let a: NewWorkspace;
 let b: NewWorkspace;
 /** A's objects. */
-const A = { deployment: "", selfHosted: "", revision: "", oldRevision: "", listener: "", installation: "", connection: "", name: "", computeId: "" };
+const A = {
+  deployment: "", selfHosted: "", revision: "", oldRevision: "", listener: "", installation: "", connection: "", name: "", computeId: "", objectPath: "",
+  provider: "", providerUuid: "", token: "", flow: "", pendingFlow: "",
+};
+/** A's push token and registry_url. */
+let aPush: { token: string; registry_url: string };
+/** The code and state the provider sent A's browser back with, for A's flow still pending. */
+let pendingCallback = { code: "", state: "" };
 const AGENT = "shared-agent";
-const TOKEN = "github:shared-bot";
 /** B's own deployment, to pair with A's revision ids in a path. */
 let bDeployment: string;
 let before: string[];
@@ -43,6 +53,13 @@ async function rowsOf(workspaceId: string): Promise<string[]> {
      UNION ALL SELECT 'installation ' || i::text FROM codehost_installations i WHERE workspace_id = $1
      UNION ALL SELECT 'connection ' || c::text FROM agent_connections c WHERE workspace_id = $1
      UNION ALL SELECT 'idempotency ' || k::text FROM idempotency_keys k WHERE workspace_id = $1
+     UNION ALL SELECT 'push_token ' || p::text FROM push_tokens p WHERE workspace_id = $1
+     UNION ALL SELECT 'upload ' || u::text FROM source_uploads u WHERE workspace_id = $1
+     UNION ALL SELECT 'log ' || l::text FROM revision_logs l WHERE workspace_id = $1
+     UNION ALL SELECT 'repository ' || r::text FROM codehost_repositories r WHERE workspace_id = $1
+     UNION ALL SELECT 'oauth_provider ' || p::text FROM oauth_providers p WHERE workspace_id = $1
+     UNION ALL SELECT 'oauth_token ' || o::text FROM oauth_tokens o WHERE workspace_id = $1
+     UNION ALL SELECT 'oauth_flow ' || f::text FROM oauth_flows f WHERE workspace_id = $1
      ORDER BY 1`,
     [workspaceId],
   );
@@ -51,14 +68,31 @@ async function rowsOf(workspaceId: string): Promise<string[]> {
 
 beforeAll(async () => {
   // No pipeline: A's rows change only if an attempt below changes them.
-  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  oauth = await startOAuthServer();
+  // A registry is named (push tokens need one); with no worker, nothing calls it.
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0", REGISTRY_URL: "http://127.0.0.1:9", ...OAUTH_ENV });
   url = await t.app.start();
   a = await t.workspace();
   b = await t.workspace();
+  // A's OAuth provider (of type slack), a token from a real flow, and a second flow still pending.
+  A.provider = "a-idp";
+  A.providerUuid = (await addProvider(t, oauth, a.apiKey, A.provider, { provider_type: "slack" })).id;
+  const started = await t.request("POST", "/v2/auth/authenticate", { key: a.apiKey, body: { provider: A.provider, scopes: ["openid"] } });
+  const done = await t.request("GET", pathOf(await oauth.follow(started.body.url)));
+  A.flow = started.body.auth_id;
+  A.token = done.body.token_id;
+  const pending = await t.request("POST", "/v2/auth/authenticate", { key: a.apiKey, body: { provider: A.provider, scopes: ["openid"], force_new: true } });
+  A.pendingFlow = pending.body.auth_id;
+  const back = await oauth.follow(pending.body.url);
+  pendingCallback = { code: back.searchParams.get("code")!, state: back.searchParams.get("state")! };
   A.computeId = `cluster-${randomUUID().slice(0, 8)}`;
-  A.listener = (await created(a.apiKey, "/v2/listeners", { compute_type: "k8s", compute_id: A.computeId, version: "1" })).id;
-  A.installation = (await created(a.apiKey, "/v2/integrations/forge-codehost/installations", { installation_id: 777, name: "acme" })).id;
-  A.connection = (await created(a.apiKey, `/v2/auth/agents/${AGENT}/connections`, { oauth_token_id: TOKEN })).id;
+  A.listener = (await created(a.apiKey, "/v2/listeners", { compute_type: "k8s", compute_id: A.computeId, version: "1", compute_config: { k8s_namespaces: ["default"] } })).id;
+  A.installation = (
+    await created(a.apiKey, "/v2/integrations/forge-codehost/installations", {
+      installation_id: 777, name: "acme", repositories: [{ id: 1, owner: "acme", name: "agent", url: "https://github.com/acme/agent" }],
+    })
+  ).id;
+  A.connection = (await created(a.apiKey, `/v2/auth/agents/${AGENT}/connections`, { oauth_token_id: A.token })).id;
   A.name = "a-private";
   const deployment = await created(a.apiKey, "/v2/deployments", { name: A.name, source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } });
   A.deployment = deployment.id;
@@ -69,13 +103,19 @@ beforeAll(async () => {
       name: "a-self-hosted", source: "external_container", source_config: { listener_id: A.listener }, source_revision_config: { image_uri: "r.example/a:3" },
     })
   ).id;
-  await t.request("POST", "/v2/listeners", { key: a.apiKey, body: { compute_type: "k8s", compute_id: "keyed", version: "1" }, headers: { "idempotency-key": "shared-key" } });
+  await t.request("POST", "/v2/listeners", { key: a.apiKey, body: { compute_type: "k8s", compute_id: "keyed", version: "1", compute_config: { k8s_namespaces: ["default"] } }, headers: { "idempotency-key": "shared-key" } });
   bDeployment = (await created(b.apiKey, "/v2/deployments", { name: "b-own", source: "internal_container", source_revision_config: { image_uri: "r.example/b:1" } })).id;
+  aPush = (await t.request("POST", `/v2/deployments/${A.deployment}/push-token`, { key: a.apiKey })).body;
+  t.guard.issued(aPush.token);
+  const upload = (await t.request("POST", `/v2/deployments/${A.deployment}/upload-url`, { key: a.apiKey })).body;
+  t.guard.issued(new URL(upload.upload_url).searchParams.get("signature")!);
+  A.objectPath = upload.object_path;
   before = await rowsOf(a.workspaceId);
 });
 
 afterAll(async () => {
-  await t.close();
+  await t?.close();
+  await oauth?.close();
 });
 
 describe("REST: every endpoint, with B's key on A's objects", () => {
@@ -97,6 +137,25 @@ describe("REST: every endpoint, with B's key on A's objects", () => {
     ["PATCH", `/v2/listeners/${A.listener}`, { version: "stolen" }],
     ["DELETE", `/v2/listeners/${A.listener}`],
     ["DELETE", `/v2/auth/agents/${AGENT}/connections/${A.connection}`],
+    ["POST", `/v2/deployments/${A.deployment}/push-token`],
+    ["POST", `/v2/deployments/${A.deployment}/upload-url`],
+    // Logs: A's deployment and revisions, and A's revision under B's deployment.
+    ["POST", `/v1/projects/${A.deployment}/revisions/${A.revision}/build_logs`, { order: "asc", limit: 50 }],
+    ["POST", `/v1/projects/${A.deployment}/revisions/${A.revision}/deploy_logs`, { order: "desc", limit: 30 }],
+    ["POST", `/v1/projects/${A.deployment}/deploy_logs`, { order: "asc", limit: 100 }],
+    ["POST", `/v1/projects/${bDeployment}/revisions/${A.revision}/build_logs`, {}],
+    ["POST", `/v1/projects/${bDeployment}/revisions/${A.revision}/deploy_logs`, {}],
+    // Using A's token in a connection of B's.
+    ["POST", `/v2/auth/agents/${AGENT}/connections`, { oauth_token_id: A.token }],
+    ["GET", `/v2/auth/providers/${A.provider}`],
+    ["PATCH", `/v2/auth/providers/${A.provider}`, { name: "stolen", client_secret: "stolen-secret" }],
+    ["DELETE", `/v2/auth/providers/${A.provider}`],
+    ["POST", "/v2/auth/authenticate", { provider: A.provider, scopes: [] }],
+    ["PATCH", `/v2/auth/tokens/${A.token}/metadata`, { provider_account_label: "stolen", is_default: false }],
+    ["DELETE", `/v2/auth/tokens/${A.token}`],
+    ["GET", `/v1/integrations/codehost/${A.installation}/repos`],
+    ["GET", `/v1/integrations/forge/codehost/${A.installation}/repos`],
+    ["PUT", `/v2/integrations/forge-codehost/installations/${A.installation}/repositories`, { repositories: [] }],
   ] as [string, string, object?][];
 
   it("answers 404 {detail: '… not found'} for each, with B's API key and with a bearer token of B's", async () => {
@@ -113,6 +172,20 @@ describe("REST: every endpoint, with B's key on A's objects", () => {
     }
   });
 
+  it("keeps A's flows, tokens and Slack tokens from B: not found, none, nothing changed", async () => {
+    const waited = await t.request("GET", `/v2/auth/wait/${A.pendingFlow}?timeout=0`, { key: b.apiKey });
+    expect(waited.body).toEqual({ status: "not_found", token: null });
+    expect((await t.request("GET", `/v2/auth/wait/${A.flow}`, { key: b.apiKey })).body).toEqual({ status: "not_found", token: null });
+    // A's code and state, sent by B: no flow of B's has that state.
+    const finalize = await t.request("POST", `/v2/auth/callback/${A.provider}`, { key: b.apiKey, body: pendingCallback });
+    expect(finalize.status).toBe(400);
+    expect(finalize.body.detail).toMatch(/^Unknown or already used state/);
+    expect((await t.request("GET", `/v2/auth/tokens/exists?provider_id=${A.provider}`, { key: b.apiKey })).body).toEqual({ has_token: false });
+    expect((await t.request("GET", "/v2/auth/tokens/workspace/slack/exists", { key: b.apiKey })).body).toEqual({ has_token: false });
+    expect((await t.request("DELETE", "/v2/auth/tokens/workspace/slack", { key: b.apiKey })).body).toEqual({ deleted: 0 });
+    expect((await t.request("DELETE", `/v2/auth/tokens?provider_id=${A.provider}`, { key: b.apiKey })).body).toEqual({ provider_id: A.provider, deleted: 0 });
+  });
+
   it("shows none of A's objects in B's listings, whatever the filter", async () => {
     const lists: [string, (body: any) => unknown[]][] = [
       ["/v2/deployments?limit=100", (r) => r.resources],
@@ -121,6 +194,9 @@ describe("REST: every endpoint, with B's key on A's objects", () => {
       [`/v2/deployments?deployment_ids=${A.deployment},${A.selfHosted}`, (r) => r.resources],
       ["/v2/listeners?limit=100", (r) => r.resources],
       [`/v2/auth/agents/${AGENT}/connections`, (r) => r.data],
+      ["/v2/auth/providers", (r) => r],
+      ["/v2/auth/tokens", (r) => r],
+      [`/v2/auth/tokens?provider_id=${A.provider}`, (r) => r],
       ["/v2/integrations/forge-codehost/installations?page_size=100", (r) => r.items],
       ["/v1/integrations/codehost/install", (r) => r],
     ];
@@ -149,16 +225,34 @@ describe("REST: every endpoint, with B's key on A's objects", () => {
     });
     expect(codehost.status).toBe(400);
     expect(codehost.body.detail).toBe(`Integration ID ${A.installation} not found.`);
+    // Whatever the source: one built from an uploaded tarball may name an installation too.
+    const internal = await t.request("POST", "/v2/deployments", {
+      key: b.apiKey,
+      body: {
+        name: "b-borrows-integration-internal", source: "internal_source", source_config: { integration_id: A.installation },
+        source_revision_config: { framework_config_path: "agent.json", source_tarball_path: "uploads/b.tgz" },
+      },
+    });
+    expect(internal.status).toBe(400);
+    expect(internal.body.detail).toBe(`Integration ID ${A.installation} not found.`);
   });
 
   it("does not reveal that A uses a name, a compute id, an installation id, a connection or an Idempotency-Key", async () => {
     // Uniqueness is per workspace: a clash with A would tell B what A has.
     expect((await t.request("POST", "/v2/deployments", { key: b.apiKey, body: { name: A.name, source: "internal_container" } })).status).toBe(201);
-    expect((await t.request("POST", "/v2/listeners", { key: b.apiKey, body: { compute_type: "k8s", compute_id: A.computeId, version: "1" } })).status).toBe(201);
+    expect((await t.request("POST", "/v2/listeners", { key: b.apiKey, body: { compute_type: "k8s", compute_id: A.computeId, version: "1", compute_config: { k8s_namespaces: ["default"] } } })).status).toBe(201);
     expect((await t.request("POST", "/v2/integrations/forge-codehost/installations", { key: b.apiKey, body: { installation_id: 777, name: "b" } })).status).toBe(201);
-    expect((await t.request("POST", `/v2/auth/agents/${AGENT}/connections`, { key: b.apiKey, body: { oauth_token_id: TOKEN } })).status).toBe(201);
+    const own = await t.app.core.oauthTokens.save(
+      await t.app.core.auth.authenticate({ apiKey: b.apiKey }),
+      await t.app.core.oauthProviders.create(await t.app.core.auth.authenticate({ apiKey: b.apiKey }), {
+        provider_id: A.provider, name: "b's", client_id: "b", auth_url: "https://b.example/a", token_url: "https://b.example/t",
+      }),
+      { accessToken: t.guard.secret(), refreshToken: null, tokenType: "bearer", scopes: [], expiresAt: null, accountLabel: null },
+      { requestedScopes: [], isDefault: true },
+    );
+    expect((await t.request("POST", `/v2/auth/agents/${AGENT}/connections`, { key: b.apiKey, body: { oauth_token_id: own.id } })).status).toBe(201);
     const keyed = await t.request("POST", "/v2/listeners", {
-      key: b.apiKey, body: { compute_type: "k8s", compute_id: "b-keyed", version: "1" }, headers: { "idempotency-key": "shared-key" },
+      key: b.apiKey, body: { compute_type: "k8s", compute_id: "b-keyed", version: "1", compute_config: { k8s_namespaces: ["default"] } }, headers: { "idempotency-key": "shared-key" },
     });
     expect(keyed.status).toBe(201);
     expect(keyed.headers.get("idempotent-replayed")).toBeNull();
@@ -174,6 +268,33 @@ const ids = () => ({
   installation: globalId("CodehostInstallation", A.installation),
   connection: globalId("AgentConnection", A.connection),
   workspace: globalId("Workspace", a.workspaceId),
+  provider: globalId("OAuthProvider", A.providerUuid),
+  token: globalId("OAuthToken", A.token),
+  flow: globalId("OAuthFlow", A.flow),
+  pendingFlow: globalId("OAuthFlow", A.pendingFlow),
+});
+
+describe("the registry and uploads: B's credentials on A's repositories and uploads", () => {
+  it("grants B's push token nothing of A's repositories", async () => {
+    const push = (await t.request("POST", `/v2/deployments/${bDeployment}/push-token`, { key: b.apiKey })).body;
+    t.guard.issued(push.token);
+    const aRepository = `${aPush.registry_url.replace(/^https?:\/\/[^/]+\//, "")}/agent`;
+    const res = await t.request("GET", `/registry/token?service=127.0.0.1:9&scope=repository:${aRepository}:push,pull`, {
+      headers: { authorization: `Basic ${Buffer.from(`oauth2accesstoken:${push.token}`).toString("base64")}` },
+    });
+    expect(res.status).toBe(200);
+    expect(decodeJwt(res.body.token).access).toEqual([]);
+  });
+
+  it("lets B's upload URL put nothing at A's object path", async () => {
+    const upload = (await t.request("POST", `/v2/deployments/${bDeployment}/upload-url`, { key: b.apiKey })).body;
+    const u = new URL(upload.upload_url);
+    t.guard.issued(u.searchParams.get("signature")!);
+    const res = await t.app.fetch(
+      new Request(`http://test/${A.objectPath}${u.search}`, { method: "PUT", headers: { "content-type": "application/gzip" }, body: gzipSync("x") }),
+    );
+    expect(res.status).toBe(403);
+  });
 });
 
 describe("GraphQL: every query field, node and nodes", () => {
@@ -199,6 +320,9 @@ describe("GraphQL: every query field, node and nodes", () => {
         listeners(first: 100) { edges { node { uuid } } }
         codehostInstallations(first: 100) { edges { node { uuid } } }
         agentConnections(agentId: "${AGENT}", first: 100) { edges { node { uuid } } }
+        oauthProviders(first: 100) { edges { node { uuid } } }
+        oauthTokens(first: 100) { edges { node { uuid } } }
+        mine: oauthTokens(providerId: "${A.provider}") { totalCount }
         viewer { uuid }
       }`,
       { ids: [ids().deployment, A.selfHosted], name: A.name },
@@ -209,6 +333,25 @@ describe("GraphQL: every query field, node and nodes", () => {
     for (const id of aIds) if (id) expect(seen.includes(id), `${id} in ${seen}`).toBe(false);
     expect(res.data.byId.totalCount).toBe(0);
     expect(res.data.viewer.uuid).toBe(b.workspaceId);
+  });
+});
+
+describe("GraphQL: log fields", () => {
+  it("reach none of A's lines: A's revisions are null for B, and a cursor of A's log pages nothing of B's", async () => {
+    const fields = `buildLogs(last: 100) { totalCount edges { cursor node { id message } } } deployLogs(first: 100) { totalCount edges { node { id } } }`;
+    const res = await gql(t, b.apiKey, `query($ids: [ID!]!) { nodes(ids: $ids) { ... on Revision { ${fields} } } }`, { ids: [ids().revision, ids().oldRevision] });
+    expect(res.errors).toBeUndefined();
+    expect(res.data).toEqual({ nodes: [null, null] });
+    // A cursor A was given for its own revision's log is refused on B's revision.
+    const own = await gql(t, a.apiKey, `query($id: ID!) { node(id: $id) { ... on Revision { buildLogs(first: 1) { pageInfo { endCursor } } } } }`, { id: ids().revision });
+    const cursor = own.data.node.buildLogs.pageInfo.endCursor;
+    expect(cursor).toEqual(expect.any(String));
+    const bRevision = (await t.request("GET", `/v2/deployments/${bDeployment}/revisions`, { key: b.apiKey })).body.resources[0].id;
+    const theirs = await gql(t, b.apiKey, `query($id: ID!, $after: String) { node(id: $id) { ... on Revision { buildLogs(first: 5, after: $after) { edges { node { id } } } } } }`, {
+      id: globalId("Revision", bRevision),
+      after: cursor,
+    });
+    expect(theirs.errors?.[0]?.extensions?.code).toBe("BAD_USER_INPUT");
   });
 });
 
@@ -224,6 +367,19 @@ describe("GraphQL: every mutation on A's objects", () => {
       ["listenerUpdate", `mutation($id: ID!) { listenerUpdate(id: $id, input: { version: "stolen" }) { listener { id } ${payload} } }`, { id: ids().listener }],
       ["listenerDelete", `mutation($id: ID!) { listenerDelete(id: $id) { deletedListenerId ${payload} } }`, { id: ids().listener }],
       ["agentConnectionDelete", `mutation($id: ID!) { agentConnectionDelete(id: $id) { deletedAgentConnectionId ${payload} } }`, { id: ids().connection }],
+      ["deploymentPushTokenCreate", `mutation($id: ID!) { deploymentPushTokenCreate(deploymentId: $id) { token registryUrl ${payload} } }`, { id: ids().deployment }],
+      ["deploymentUploadUrlCreate", `mutation($id: ID!) { deploymentUploadUrlCreate(deploymentId: $id) { uploadUrl objectPath ${payload} } }`, { id: ids().deployment }],
+      ["agentConnectionCreate", `mutation($t: String!) { agentConnectionCreate(agentId: "${AGENT}", input: { oauthTokenId: $t }) { agentConnection { id } ${payload} } }`, { t: A.token }],
+      ["oauthProviderUpdate", `mutation($id: ID!) { oauthProviderUpdate(id: $id, input: { name: "stolen" }) { oauthProvider { id } ${payload} } }`, { id: ids().provider }],
+      ["oauthProviderDelete", `mutation($id: ID!) { oauthProviderDelete(id: $id) { deletedOAuthProviderId ${payload} } }`, { id: ids().provider }],
+      ["oauthTokenUpdate", `mutation($id: ID!) { oauthTokenUpdate(id: $id, input: { providerAccountLabel: "stolen" }) { oauthToken { id } ${payload} } }`, { id: ids().token }],
+      ["oauthTokenDelete", `mutation($id: ID!) { oauthTokenDelete(id: $id) { deletedOAuthTokenId ${payload} } }`, { id: ids().token }],
+      ["oauthAuthenticate", `mutation($t: String!) { oauthAuthenticate(input: { provider: "${A.provider}", scopes: [], tokenId: $t }) { status url flow { id } oauthToken { id } ${payload} } }`, { t: A.token }],
+      [
+        "codehostInstallationRepositoriesSet",
+        `mutation($id: ID!) { codehostInstallationRepositoriesSet(id: $id, input: { repositories: [] }) { codehostInstallation { id } ${payload} } }`,
+        { id: ids().installation },
+      ],
     ] as const;
 
   it("answers each with a NOT_FOUND userError and nothing else", async () => {
@@ -236,11 +392,19 @@ describe("GraphQL: every mutation on A's objects", () => {
     }
   });
 
+  it("refuses to finalize A's flow with A's code and state", async () => {
+    const res = await gql(t, b.apiKey, `mutation($input: OAuthFinalizeInput!) { oauthFinalize(providerId: "${A.provider}", input: $input) { flow { id } oauthToken { id } ${payload} } }`, {
+      input: pendingCallback,
+    });
+    expect(res.data.oauthFinalize).toEqual({ flow: null, oauthToken: null, userErrors: [expect.objectContaining({ code: "NOT_ALLOWED", message: expect.stringMatching(/^Unknown or already used state/) })] });
+  });
+
   it("refuses A's listener and installation as references, saying they are not found", async () => {
     const create = `mutation($input: DeploymentCreateInput!) { deploymentCreate(input: $input) { deployment { id } ${payload} } }`;
     for (const input of [
       { name: "g-borrows-listener", source: "EXTERNAL_CONTAINER", sourceConfig: { listenerId: A.listener }, sourceRevisionConfig: { imageUri: "r/x:1" } },
       { name: "g-borrows-integration", source: "CODEHOST", sourceConfig: { integrationId: A.installation, repoUrl: "https://github.com/b/x" }, sourceRevisionConfig: { frameworkConfigPath: "a.json" } },
+      { name: "g-borrows-integration-internal", source: "INTERNAL_SOURCE", sourceConfig: { integrationId: A.installation }, sourceRevisionConfig: { frameworkConfigPath: "a.json", sourceTarballPath: "uploads/g.tgz" } },
     ]) {
       const res = await gql(t, b.apiKey, create, { input });
       expect(res.data.deploymentCreate.deployment).toBeNull();
@@ -255,6 +419,9 @@ describe("subscriptions on A's objects", () => {
       [`subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`, ids().revision],
       [`subscription($id: ID!) { deploymentStatusChanged(deploymentId: $id) { status } }`, ids().deployment],
       [`subscription($id: ID!) { deploymentRevisionsChanged(deploymentId: $id) { kind } }`, ids().deployment],
+      [`subscription($id: ID!) { revisionLogAppended(revisionId: $id, kind: BUILD) { id message } }`, ids().revision],
+      [`subscription($id: ID!) { revisionLogAppended(revisionId: $id, kind: DEPLOY, tail: 1000) { id message } }`, ids().oldRevision],
+      [`subscription($id: ID!) { oauthFlowStatusChanged(flowId: $id) { status } }`, ids().pendingFlow],
     ] as const;
   const refused = [{ errors: [expect.objectContaining({ message: expect.stringMatching(/not found/i), extensions: { code: "NOT_FOUND" } })] }];
 

@@ -2,6 +2,8 @@ import { randomUUID } from "node:crypto";
 import { expect } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "./app.js";
+import { addProvider, OAUTH_ENV, pathOf, storeToken } from "./oauth.js";
+import { type OAuthServer, startOAuthServer } from "./oauth-server.js";
 
 /**
  * A workspace holding one object of every kind, and a valid request body for every endpoint that
@@ -62,7 +64,17 @@ export interface Fixtures {
   installationId: string;
   agentId: string;
   connectionId: string;
-  bodies: Record<"deploymentCreate" | "deploymentUpdate" | "revisionCreate" | "listenerCreate" | "listenerUpdate" | "connectionCreate" | "installationRegister", object[]>;
+  /** The OAuth provider (its provider_id), a token from a completed flow, and that flow (auth_id). */
+  providerId: string;
+  providerUuid: string;
+  tokenId: string;
+  authId: string;
+  oauth: OAuthServer;
+  bodies: Record<
+    | "deploymentCreate" | "deploymentUpdate" | "revisionCreate" | "listenerCreate" | "listenerUpdate" | "connectionCreate" | "installationRegister"
+    | "providerCreate" | "providerUpdate" | "mcpDiscover" | "authenticate" | "finalize" | "tokenUpdate" | "repositoriesSet" | "logQuery",
+    object[]
+  >;
 }
 
 async function created(t: TestApp, key: string, path: string, body: unknown): Promise<Record<string, any>> {
@@ -72,13 +84,20 @@ async function created(t: TestApp, key: string, path: string, body: unknown): Pr
 }
 
 /**
+ * What an app needs for the fixtures (makeFixtures): no worker and no limits (the fuzzers send floods
+ * on purpose), a registry named (push tokens need one; with no worker nothing ever calls it), and
+ * OAuth providers on this machine (http).
+ */
+export const FUZZ_APP_ENV = { PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0", AUTH_FAILURES_PER_MINUTE: "0", REGISTRY_URL: "http://127.0.0.1:9", ...OAUTH_ENV };
+
+/**
  * The app a fuzz file drives, and its fixtures: no pipeline worker (only requests write, so any
  * change after a refused request is that request's), no rate limit, and bodies whose secrets carry a
  * value the app's leak guard watches for (no answer, log line or row may show it); the fuzzed bodies'
  * own secret values are not registered (see TestAppOptions.registerSecrets).
  */
 export async function startFuzzApp(): Promise<{ t: TestApp; fx: Fixtures }> {
-  const t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" }, undefined, { registerSecrets: false });
+  const t = await startTestApp(FUZZ_APP_ENV, undefined, { registerSecrets: false });
   return { t, fx: await makeFixtures(t, t.guard.secret()) };
 }
 
@@ -92,8 +111,25 @@ export async function makeFixtures(t: TestApp, secret = "fuzz-secret-value"): Pr
   const installation = await created(t, key, "/v2/integrations/forge-codehost/installations", {
     installation_id: 4242, name: "acme", repository_selection: "selected", settings_url: "https://github.com/settings/installations/4242",
   });
+  // A real provider, a token from a completed flow, and a flow left pending with the code it got back.
+  const oauth = await startOAuthServer();
+  const stop = t.close;
+  t.close = async () => {
+    try {
+      await stop();
+    } finally {
+      await oauth.close();
+    }
+  };
+  const providerId = "fuzz-idp";
+  const provider = await addProvider(t, oauth, key, providerId, { revocation_url: `${oauth.issuer}/token/revocation` });
+  const started = await t.request("POST", "/v2/auth/authenticate", { key, body: { provider: providerId, scopes: ["openid"] } });
+  const done = await t.request("GET", pathOf(await oauth.follow(started.body.url)));
+  expect(done.status, done.text).toBe(200);
+  const pending = await t.request("POST", "/v2/auth/authenticate", { key, body: { provider: providerId, scopes: ["openid"], force_new: true } });
+  const back = await oauth.follow(pending.body.url);
   const agentId = "fuzz-agent";
-  const connection = await created(t, key, `/v2/auth/agents/${agentId}/connections`, { oauth_token_id: "github:acme-bot" });
+  const connection = await created(t, key, `/v2/auth/agents/${agentId}/connections`, { oauth_token_id: done.body.token_id });
   const deployment = await created(t, key, "/v2/deployments", {
     name: "fuzz-target", source: "internal_container", source_config: { deployment_type: "dev" }, source_revision_config: { image_uri: "r.example/a:1" },
   });
@@ -122,14 +158,33 @@ export async function makeFixtures(t: TestApp, secret = "fuzz-secret-value"): Pr
     ws, orgWide, other,
     deploymentId: deployment.id, revisionId: deployment.latest_revision_id,
     listenerId: listener.id, installationId: installation.id, agentId, connectionId: connection.id,
+    providerId, providerUuid: provider.id, tokenId: done.body.token_id, authId: started.body.auth_id, oauth,
     bodies: {
       deploymentCreate: [codehost, selfHosted, { name: "fuzz-plain", source: "internal_container", source_config: { deployment_type: "dev" }, source_revision_config: {} }],
       deploymentUpdate: [update, { ...update, name: "fuzz-target", source: "internal_container" }],
       revisionCreate: [update],
       listenerCreate: [{ compute_type: "k8s", compute_id: "fuzz-cluster", compute_config: { k8s_namespaces: ["a", "b"] }, version: "1.2.3" }],
       listenerUpdate: [{ version: "2", compute_config: { k8s_namespaces: ["c"] } }],
-      connectionCreate: [{ oauth_token_id: "github:fuzz" }],
-      installationRegister: [{ installation_id: 7, name: "fuzz", repository_selection: "all", settings_url: "https://github.com/settings/installations/7" }],
+      connectionCreate: [{ oauth_token_id: (await storeToken(t, key, { providerId })).id }],
+      installationRegister: [{
+        installation_id: 7, name: "fuzz", repository_selection: "all", settings_url: "https://github.com/settings/installations/7",
+        repositories: [{ id: 70, owner: "fuzz", name: "agent", url: "https://github.com/fuzz/agent", default_branch: "main" }],
+      }],
+      providerCreate: [{
+        provider_id: "fuzz-new", name: "Fuzz", client_id: "fuzz-client", client_secret: secret, auth_url: "https://fuzz.example/authorize",
+        token_url: "https://fuzz.example/token", uses_pkce: true, code_challenge_method: "S256", provider_type: "slack",
+        token_endpoint_auth_method: "client_secret_basic", revocation_url: "https://fuzz.example/revoke",
+      }],
+      providerUpdate: [{ name: "Fuzz IdP", client_id: null, uses_pkce: true, code_challenge_method: "S256" }],
+      mcpDiscover: [{ provider_id: "fuzz-mcp", name: "Fuzz MCP", mcp_server_url: oauth.mcpUrl }],
+      authenticate: [{ provider: providerId, scopes: ["openid"], user_id: null, agent_id: agentId, force_new: false, token_id: null, is_default: true }],
+      finalize: [{ code: back.searchParams.get("code"), state: back.searchParams.get("state") }],
+      tokenUpdate: [{ provider_account_label: "fuzz label", is_default: true }],
+      repositoriesSet: [{ repositories: [{ id: 71, owner: "fuzz", name: "tools", url: "https://github.com/fuzz/tools", default_branch: "dev" }] }],
+      logQuery: [
+        { order: "asc", limit: 50, level: "INFO", query: "Revision", start_time: "2020-01-01T00:00:00Z", end_time: "2100-01-01T00:00:00+00:00" },
+        { order: "desc", limit: 30, offset: null, level: null, query: null, start_time: 1577836800000, end_time: null },
+      ],
     },
   };
 }

@@ -30,6 +30,35 @@ export const ROUTES: Route[] = [
   { method: "GET", template: "/v2/integrations/forge-codehost/installations" },
   { method: "POST", template: "/v2/integrations/forge-codehost/installations", body: (f) => f.bodies.installationRegister[0]! },
   { method: "GET", template: "/v1/integrations/codehost/install" },
+  { method: "POST", template: "/v2/deployments/{deployment_id}/push-token" },
+  { method: "POST", template: "/v2/deployments/{deployment_id}/upload-url" },
+  { method: "GET", template: "/registry/token" },
+  { method: "PUT", template: "/uploads/{deployment_id}/{file}" },
+  { method: "POST", template: "/v1/projects/{deployment_id}/revisions/{revision_id}/build_logs", body: (f) => f.bodies.logQuery[0]! },
+  { method: "POST", template: "/v1/projects/{deployment_id}/revisions/{revision_id}/deploy_logs", body: (f) => f.bodies.logQuery[0]! },
+  { method: "POST", template: "/v1/projects/{deployment_id}/deploy_logs", body: (f) => f.bodies.logQuery[0]! },
+  { method: "GET", template: "/v1/integrations/forge/codehost/install" },
+  { method: "GET", template: "/v1/integrations/codehost/{integration_id}/repos" },
+  { method: "GET", template: "/v1/integrations/forge/codehost/{integration_id}/repos" },
+  { method: "PUT", template: "/v2/integrations/forge-codehost/installations/{integration_id}/repositories", body: (f) => f.bodies.repositoriesSet[0]! },
+  { method: "GET", template: "/v2/auth/providers" },
+  { method: "POST", template: "/v2/auth/providers", body: (f) => f.bodies.providerCreate[0]! },
+  { method: "POST", template: "/v2/auth/providers/mcp-discover", body: (f) => f.bodies.mcpDiscover[0]! },
+  { method: "GET", template: "/v2/auth/providers/{provider_id}" },
+  { method: "PATCH", template: "/v2/auth/providers/{provider_id}", body: (f) => f.bodies.providerUpdate[0]! },
+  { method: "DELETE", template: "/v2/auth/providers/{provider_id}" },
+  { method: "POST", template: "/v2/auth/authenticate", body: (f) => f.bodies.authenticate[0]! },
+  { method: "GET", template: "/v2/auth/callback/{provider_id}" },
+  { method: "POST", template: "/v2/auth/callback/{provider_id}", body: (f) => f.bodies.finalize[0]! },
+  { method: "GET", template: "/v2/auth/setup/{provider_id}" },
+  { method: "GET", template: "/v2/auth/wait/{auth_id}" },
+  { method: "GET", template: "/v2/auth/tokens" },
+  { method: "DELETE", template: "/v2/auth/tokens" },
+  { method: "GET", template: "/v2/auth/tokens/exists" },
+  { method: "GET", template: "/v2/auth/tokens/workspace/slack/exists" },
+  { method: "DELETE", template: "/v2/auth/tokens/workspace/slack" },
+  { method: "PATCH", template: "/v2/auth/tokens/{token_id}/metadata", body: (f) => f.bodies.tokenUpdate[0]! },
+  { method: "DELETE", template: "/v2/auth/tokens/{token_id}" },
 ];
 
 /** The path parameters a template names. */
@@ -52,6 +81,16 @@ export function fixtureParam(fx: Fixtures, route: Route, name: string): string {
       return fx.agentId;
     case "connection_id":
       return deleting ? NOWHERE : fx.connectionId;
+    case "file":
+      return `${NOWHERE}.tar.gz`;
+    case "integration_id":
+      return fx.installationId;
+    case "provider_id":
+      return deleting ? "nowhere" : fx.providerId;
+    case "token_id":
+      return deleting ? NOWHERE : fx.tokenId;
+    case "auth_id":
+      return fx.authId;
     default:
       throw new Error(`no fixture for path parameter ${name}`);
   }

@@ -7,7 +7,7 @@ import type { TestResponse } from "./app.js";
  */
 
 /** Statuses a REST call may answer with; anything else (5xx above all) is a bug. */
-const REST_STATUSES = new Set([200, 201, 204, 207, 400, 401, 403, 404, 409, 413, 422]);
+const REST_STATUSES = new Set([200, 201, 204, 207, 400, 401, 403, 404, 409, 413, 415, 422]);
 const ISSUE_KEYS = new Set(["loc", "msg", "type", "input", "ctx"]);
 const LOCATIONS = new Set(["body", "query", "path", "header"]);
 

@@ -18,15 +18,33 @@ const looksSecret = (value: string) => value.length >= 12 && new Set(value).size
  */
 export class LeakGuard {
   private readonly secrets = new Set<string>();
+  /** Issued credentials: how many responses had been recorded when each was issued. */
+  private readonly issuedAt = new Map<string, number>();
+  /** Secrets that some answers exist to hand out (an OAuth access token to its owner): where they may show. */
+  private readonly shownIn = new Map<string, RegExp>();
   readonly logLines: string[] = [];
   readonly responses: { where: string; text: string }[] = [];
 
   /** A pino destination that keeps every line. */
   readonly destination = { write: (line: string) => void this.logLines.push(line) };
 
-  /** Registers a plain secret value (and returns it, to use inline in a request body). */
-  secret(value: string = `s3cr3t-${randomUUID()}`): string {
+  /**
+   * A credential the service has just issued (a push token, an upload URL's signature): the answer
+   * that issued it, recorded already, may show it; nothing recorded after it, no log line and no row may.
+   */
+  issued(value: string): string {
     this.secrets.add(value);
+    this.issuedAt.set(value, this.responses.length);
+    return value;
+  }
+
+  /**
+   * Registers a plain secret value (and returns it, to use inline in a request body). `shownIn`: the
+   * answers (`METHOD /path -> status`) whose purpose is to hand this value out; it is a leak anywhere else.
+   */
+  secret(value: string = `s3cr3t-${randomUUID()}`, options: { shownIn?: RegExp } = {}): string {
+    this.secrets.add(value);
+    if (options.shownIn) this.shownIn.set(value, options.shownIn);
     return value;
   }
 
@@ -61,15 +79,15 @@ export class LeakGuard {
 
   /** Every place a secret shows, in the logs and responses so far and (given sql) in the database. */
   async findLeaks(sql?: Sql): Promise<string[]> {
-    const places: { where: string; text: string }[] = [
-      ...this.logLines.map((text, i) => ({ where: `log line ${i + 1}`, text })),
-      ...this.responses,
-    ];
-    if (sql) places.push(...(await databaseRows(sql)));
+    const logs = this.logLines.map((text, i) => ({ where: `log line ${i + 1}`, text }));
+    const rows = sql ? await databaseRows(sql) : [];
     const leaks: string[] = [];
     for (const secret of this.secrets) {
       const forms = new Set([secret, JSON.stringify(secret).slice(1, -1), Buffer.from(secret).toString("base64")]);
+      const places = [...logs, ...this.responses.slice(this.issuedAt.get(secret) ?? 0), ...rows];
+      const allowed = this.shownIn.get(secret);
       for (const { where, text } of places) {
+        if (allowed?.test(where)) continue;
         if ([...forms].some((f) => text.includes(f))) leaks.push(`${where}: ${text.slice(0, 300)}`);
       }
     }
@@ -92,6 +110,8 @@ function secretValues(root: unknown): string[] {
     if (Array.isArray(node)) stack.push(...node);
     else if (node !== null && typeof node === "object") {
       for (const [key, value] of Object.entries(node)) {
+        // An OAuth provider's client secret, in a REST body or GraphQL variables.
+        if ((key === "client_secret" || key === "clientSecret") && typeof value === "string") found.push(value);
         if (key === "secrets" && Array.isArray(value)) {
           for (const entry of value) {
             const secret = (entry as { value?: unknown } | null)?.value;
@@ -118,9 +138,21 @@ async function databaseRows(sql: Sql): Promise<{ where: string; text: string }[]
   return rows;
 }
 
-/** Stored secrets lists whose values are not ciphertext. */
+/** Columns that hold one sealed secret each (null where there is none). */
+const SEALED_COLUMNS: [table: string, column: string][] = [
+  ["oauth_providers", "client_secret"],
+  ["oauth_tokens", "access_token"],
+  ["oauth_tokens", "refresh_token"],
+  ["oauth_flows", "code_verifier"],
+];
+
+/** Stored secrets lists, and sealed columns, whose values are not ciphertext. */
 async function plainSecretColumns(sql: Sql): Promise<string[]> {
   const problems: string[] = [];
+  for (const [table, column] of SEALED_COLUMNS) {
+    const rows = await sql.query<{ id: string; value: string | null }>(`SELECT id::text AS id, "${column}" AS value FROM "${table}"`);
+    for (const { id, value } of rows) if (value !== null && !CIPHERTEXT.test(value)) problems.push(`${table} ${id}: ${column} is not ciphertext`);
+  }
   for (const table of ["deployments", "revisions"]) {
     const rows = await sql.query<{ id: string; secrets: unknown }>(`SELECT id::text AS id, secrets FROM "${table}"`);
     for (const { id, secrets } of rows) {

@@ -19,8 +19,8 @@ export interface ServerProcess {
   logTail(): string;
 }
 
-/** Starts a server with these settings and waits until /readyz answers 200. */
-export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 60_000): Promise<ServerProcess> {
+/** Starts a server with these settings and waits until /readyz answers 200; `onLine` sees each log line as it comes. */
+export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 60_000, onLine?: (line: string) => void): Promise<ServerProcess> {
   const port = await freePort();
   const base: NodeJS.ProcessEnv = { ...process.env };
   for (const name of INHERITED_OUT) delete base[name];
@@ -33,7 +33,9 @@ export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 
   );
   const lines: string[] = [];
   const keep = (chunk: Buffer) => {
-    lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
+    const fresh = chunk.toString("utf8").split("\n").filter(Boolean);
+    if (onLine) for (const line of fresh) onLine(line);
+    lines.push(...fresh);
     if (lines.length > 200) lines.splice(0, lines.length - 200);
   };
   child.stdout!.on("data", keep);

@@ -1,13 +1,10 @@
 import { z } from "zod";
 import { REVISION_STATUSES } from "../../pipeline/machine.js";
-import { CoreError, invalid } from "../errors.js";
 import { offsetQuery } from "../pagination.js";
-import { parseInput } from "../validation.js";
 import { agentEnvironmentSchema, agentIdSchema, agentSchema } from "./agent.js";
-import { commaList, queryBool } from "./query.js";
+import { commaList, emptyFiltersUnset, queryBool } from "./query.js";
 import { secretReferencesSchema, secretsSchema } from "./secrets.js";
 import {
-  deploymentStatusSchema,
   deploymentTypeSchema,
   revisionSourceSchema,
   sourceConfigSchema,
@@ -54,7 +51,8 @@ export type DeploymentUpdateInput = z.output<typeof deploymentUpdateSchema>;
 export const deploymentFilterSchema = z.object({
   name: z.string().min(1).max(128).optional(),
   name_contains: z.string().min(1).max(128).optional(),
-  status: deploymentStatusSchema.optional(),
+  /** A plain string, as in the real API: a status no deployment has matches nothing. */
+  status: z.string().min(1).max(64).optional(),
   remote_reconciled: z.boolean().optional(),
   tag_value_ids: z.array(z.uuid()).max(100).optional(),
   image_version: z.string().min(1).max(128).optional(),
@@ -66,18 +64,23 @@ export const deploymentFilterSchema = z.object({
 });
 export type DeploymentFilter = z.output<typeof deploymentFilterSchema>;
 
-/** GET /v2/deployments query string: the same filters, with lists comma separated and booleans as text. */
-export const deploymentListQuerySchema = deploymentFilterSchema.extend({
-  ...offsetQuery,
-  remote_reconciled: queryBool.optional(),
-  tag_value_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).max(100)).optional(),
-  deployment_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).max(100)).optional(),
-});
+/** GET /v2/deployments query string: the same filters, with lists comma separated and booleans as text; empty ones unset. */
+export const deploymentListQuerySchema = emptyFiltersUnset(
+  deploymentFilterSchema.extend({
+    ...offsetQuery,
+    remote_reconciled: queryBool.optional(),
+    tag_value_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).max(100).optional()),
+    deployment_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).max(100).optional()),
+  }),
+);
 
 /** DELETE /v2/deployments?deployment_ids=a&deployment_ids=b (or a,b): 1 to 100 ids. */
 export const deploymentBulkDeleteQuerySchema = z.object({
   deployment_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).min(1).max(100)),
 });
+
+/** DELETE /v2/deployments/{id}: `delete_tracing_project` must be a boolean (there is no tracing project to delete here). */
+export const deploymentDeleteQuerySchema = z.object({ delete_tracing_project: queryBool.optional() });
 
 export const revisionStatusSchema = z.enum(REVISION_STATUSES);
 
@@ -87,28 +90,19 @@ export const revisionFilterSchema = z.object({
 });
 export type RevisionFilter = z.output<typeof revisionFilterSchema>;
 
-/** GET /v2/deployments/{id}/revisions query string. */
-export const revisionListQuerySchema = z.object({
-  ...offsetQuery,
-  status: commaList(revisionStatusSchema).optional(),
-  remote_reconciled: queryBool.optional(),
-});
+const isRevisionStatus = (s: string): s is z.output<typeof revisionStatusSchema> => revisionStatusSchema.safeParse(s).success;
 
 /**
- * parseInput for bodies that carry secrets: a 422 must never echo a secret value back, so the
- * `input` of every issue under `secrets` is dropped.
+ * GET /v2/deployments/{id}/revisions query string; empty filters unset. `status` is plain strings,
+ * as in the real API: statuses no revision has match nothing.
  */
-export function parseSecretBearingBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
-  try {
-    return parseInput(schema, body, "body");
-  } catch (err) {
-    if (!(err instanceof CoreError) || err.code !== "VALIDATION") throw err;
-    throw invalid(
-      err.issues.map((issue) => {
-        if (issue.loc[1] !== "secrets") return issue;
-        const { input: _input, ctx: _ctx, ...rest } = issue;
-        return rest;
-      }),
-    );
-  }
-}
+export const revisionListQuerySchema = emptyFiltersUnset(
+  z.object({
+    ...offsetQuery,
+    status: commaList(z.string().max(64))
+      .pipe(z.array(z.string()).max(100).optional())
+      .transform((list) => list?.filter(isRevisionStatus)),
+    remote_reconciled: queryBool.optional(),
+  }),
+);
+

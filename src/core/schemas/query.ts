@@ -2,14 +2,26 @@ import { z } from "zod";
 
 /**
  * A list in a query string, given comma separated (`?ids=a,b`), repeated (`?ids=a&ids=b`) or both.
- * Items are trimmed and empty ones dropped, then each is validated by `item`.
+ * Items are trimmed and empty ones dropped, then each is validated by `item`; a list with no items
+ * (`?ids=`) is no list at all (unset).
  */
 export const commaList = <T extends z.ZodType>(item: T) =>
   z.preprocess((raw) => {
     if (raw === undefined) return undefined;
     const values = Array.isArray(raw) ? raw : [raw];
-    return values.flatMap((v) => (typeof v === "string" ? v.split(",") : [v])).map((v) => (typeof v === "string" ? v.trim() : v)).filter((v) => v !== "");
-  }, z.array(item));
+    const items = values.flatMap((v) => (typeof v === "string" ? v.split(",") : [v])).map((v) => (typeof v === "string" ? v.trim() : v)).filter((v) => v !== "");
+    return items.length > 0 ? items : undefined;
+  }, z.array(item).optional());
+
+/**
+ * Query filters as the real API reads them: a filter sent empty (`?name_contains=`) filters
+ * nothing, as if it were not sent. `keep` names parameters whose empty value stays an error (limit, offset).
+ */
+export const emptyFiltersUnset = <S extends z.ZodType>(schema: S, keep: readonly string[] = ["limit", "offset"]) =>
+  z.preprocess((raw) => {
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return raw;
+    return Object.fromEntries(Object.entries(raw).filter(([name, value]) => keep.includes(name) || !(value === "" || (Array.isArray(value) && value.every((v) => v === "")))));
+  }, schema);
 
 const TRUE = new Set(["true", "1", "yes", "on", "t", "y"]);
 const FALSE = new Set(["false", "0", "no", "off", "f", "n"]);

@@ -1,10 +1,12 @@
 import { z } from "zod";
+import { secretValue } from "../secret-schemas.js";
 import { maskSecrets } from "../secrets.js";
 
 /** Secrets become environment variables, so their names follow the environment variable rules. */
 const secretName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).max(255);
 
-export const secretSchema = z.object({ name: secretName, value: z.string().max(65_536) });
+/** A secret's value is never quoted back (secret-schemas.ts), nor anything sent where it belongs. */
+export const secretSchema = z.object({ name: secretName, value: secretValue(z.string().max(65_536)) });
 
 export const secretsSchema = z
   .array(secretSchema)

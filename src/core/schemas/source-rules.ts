@@ -9,7 +9,14 @@ export interface RevisionSubject {
   sourceRevisionConfig: SourceRevisionConfig;
 }
 
-const NEEDS_FRAMEWORK_CONFIG: ReadonlySet<Source> = new Set(["codehost", "internal_source"]);
+const TAKES_FRAMEWORK_CONFIG: ReadonlySet<Source> = new Set(["codehost", "internal_source"]);
+
+/**
+ * codehost always needs the path of its framework configuration; internal_source only with its
+ * tarball (the command-line tool creates the deployment with neither and PATCHes both in).
+ */
+const needsFrameworkConfig = (source: Source, src: SourceRevisionConfig) =>
+  source === "codehost" || (source === "internal_source" && src.source_tarball_path !== null);
 
 const missing = (loc: string[]): ValidationIssue => ({ loc: ["body", ...loc], type: "missing", msg: "Field required" });
 const mustBeNull = (loc: string[], input: unknown, why: string): ValidationIssue => ({
@@ -26,10 +33,10 @@ const mustBeNull = (loc: string[], input: unknown, why: string): ValidationIssue
 export function sourceRuleIssues({ source, sourceConfig: sc, sourceRevisionConfig: src }: RevisionSubject): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
   const fcp = src.framework_config_path;
-  if (NEEDS_FRAMEWORK_CONFIG.has(source) && fcp === null) {
+  if (needsFrameworkConfig(source, src) && fcp === null) {
     issues.push(missing(["source_revision_config", "framework_config_path"]));
   }
-  if (!NEEDS_FRAMEWORK_CONFIG.has(source) && fcp !== null) {
+  if (!TAKES_FRAMEWORK_CONFIG.has(source) && fcp !== null) {
     issues.push(mustBeNull(["source_revision_config", "framework_config_path"], fcp, `for source '${source}'`));
   }
   if (source === "codehost") {

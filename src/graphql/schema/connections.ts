@@ -15,7 +15,7 @@ builder.node(ConnectionRef, {
     agentId: t.exposeString("agentId"),
     oauthTokenId: t.exposeString("oauthTokenId"),
     providerId: t.exposeString("providerId"),
-    providerAccountLabel: t.exposeString("providerAccountLabel"),
+    providerAccountLabel: t.exposeString("providerAccountLabel", { nullable: true }),
     scopes: t.exposeStringList("scopes"),
     expiresAt: t.expose("expiresAt", { type: "DateTime", nullable: true }),
     createdBy: t.exposeString("createdBy"),
@@ -46,7 +46,7 @@ builder.queryField("agentConnections", (t) =>
 );
 
 const CreateInput = builder.inputType("AgentConnectionCreateInput", {
-  fields: (t) => ({ oauthTokenId: t.string({ required: true, description: "e.g. github:acme-bot: <provider>:<account>." }) }),
+  fields: (t) => ({ oauthTokenId: t.string({ required: true, description: "The REST id (token_id) of one of the caller's OAuth tokens." }) }),
 });
 
 const CreatePayload = builder.objectRef<{ agentConnection?: AgentConnection | null; userErrors: UserError[] }>("AgentConnectionCreatePayload").implement({

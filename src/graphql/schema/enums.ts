@@ -1,4 +1,5 @@
 import { AGENT_ENVIRONMENTS } from "../../core/schemas/agent.js";
+import { LOG_KINDS, LOG_LEVELS } from "../../core/schemas/logs.js";
 import { DEPLOYMENT_STATUSES, DEPLOYMENT_TYPES, REVISION_SOURCES, SOURCES } from "../../core/schemas/source.js";
 import { REVISION_STATUSES } from "../../pipeline/machine.js";
 import { builder } from "../builder.js";
@@ -41,3 +42,7 @@ export const RepositorySelectionEnum = coreEnum(
   "Which repositories an installation may access: ALL, or only SELECTED ones (new repositories must be added at the provider).",
   ["all", "selected"] as const,
 );
+
+export const LogLevelEnum = coreEnum("LogLevel", "A log line's level, from least to most severe: DEBUG, INFO, WARNING, ERROR, CRITICAL.", LOG_LEVELS);
+
+export const LogKindEnum = coreEnum("LogKind", "A revision's two logs: BUILD (creating, queueing and building) and DEPLOY (deploying; all of a revision with nothing to build).", LOG_KINDS);

@@ -10,7 +10,11 @@ import "./deployments.js";
 import "./revisions.js";
 import "./installations.js";
 import "./connections.js";
+import "./builds.js";
+import "./oauth.js";
+import "./oauth-flows.js";
 import "./subscriptions.js";
+import "./logs.js";
 
 /** The schema, sorted so that its printed form (schema.graphql) does not depend on import order. */
 export const schema = lexicographicSortSchema(builder.toSchema());

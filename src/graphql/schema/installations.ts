@@ -2,10 +2,21 @@ import type { CodehostInstallation } from "../../core/installations.js";
 import { builder } from "../builder.js";
 import { mutate, type UserError, UserErrorType } from "../errors.js";
 import { toRestBody } from "../input-names.js";
-import { registerNode } from "../nodes.js";
+import { registerNode, requireId } from "../nodes.js";
 import { connection, PAGE_ARGS_DESCRIPTION, pageComplexity } from "../paging.js";
 import { RepositorySelectionEnum } from "./enums.js";
-import { InstallationRef } from "./refs.js";
+import { InstallationRef, RepositoryRef } from "./refs.js";
+
+builder.objectType(RepositoryRef, {
+  description: "A repository an installation gives access to, as registered with it.",
+  fields: (t) => ({
+    repositoryId: t.exposeInt("repositoryId", { description: "The repository's id at the provider." }),
+    name: t.exposeString("name"),
+    owner: t.exposeString("owner"),
+    url: t.exposeString("url"),
+    defaultBranch: t.exposeString("defaultBranch"),
+  }),
+});
 
 builder.node(InstallationRef, {
   description: "A code-hosting installation: the provider account a codehost deployment reads its repository through.",
@@ -20,6 +31,11 @@ builder.node(InstallationRef, {
       resolve: (i) => (i.repositorySelection === "all" || i.repositorySelection === "selected" ? i.repositorySelection : null),
     }),
     settingsUrl: t.exposeString("settingsUrl", { nullable: true, description: "Where repository access is edited at the provider." }),
+    repositories: t.field({
+      type: [RepositoryRef],
+      description: "The repositories registered with the installation, by owner and name.",
+      resolve: (i, _args, ctx) => ctx.loaders.repositories.load(i.id),
+    }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
   }),
 });
@@ -43,12 +59,23 @@ builder.queryField("codehostInstallations", (t) =>
   ),
 );
 
+const RepositoryInput = builder.inputType("CodehostRepositoryInput", {
+  fields: (t) => ({
+    id: t.int({ required: true, description: "The repository's id at the provider." }),
+    name: t.string({ required: true }),
+    owner: t.string({ required: true }),
+    url: t.string({ required: true }),
+    defaultBranch: t.string({ description: "main unless given." }),
+  }),
+});
+
 const RegisterInput = builder.inputType("CodehostInstallationRegisterInput", {
   fields: (t) => ({
     installationId: t.int({ required: true, description: "The installation's id at the provider." }),
     name: t.string({ required: true }),
     repositorySelection: t.field({ type: RepositorySelectionEnum }),
     settingsUrl: t.string({ description: "An https deep link to the installation's settings at the provider." }),
+    repositories: t.field({ type: [RepositoryInput], description: "The repositories it gives access to." }),
   }),
 });
 
@@ -68,5 +95,32 @@ builder.mutationField("codehostInstallationRegister", (t) =>
     args: { input: t.arg({ type: RegisterInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
       mutate(async () => ({ codehostInstallation: await ctx.core.installations.register(ctx.tenant, toRestBody(input)) })),
+  }),
+);
+
+const RepositoriesSetInput = builder.inputType("CodehostRepositoriesSetInput", {
+  fields: (t) => ({ repositories: t.field({ type: [RepositoryInput], required: true }) }),
+});
+
+const RepositoriesSetPayload = builder
+  .objectRef<{ codehostInstallation?: CodehostInstallation | null; userErrors: UserError[] }>("CodehostInstallationRepositoriesSetPayload")
+  .implement({
+    fields: (t) => ({
+      codehostInstallation: t.field({ type: InstallationRef, nullable: true, resolve: (p) => p.codehostInstallation ?? null }),
+      userErrors: t.field({ type: [UserErrorType], resolve: (p) => p.userErrors }),
+    }),
+  });
+
+builder.mutationField("codehostInstallationRepositoriesSet", (t) =>
+  t.field({
+    type: RepositoriesSetPayload,
+    description: "Replaces the repositories registered with an installation (what it gives access to at the provider).",
+    args: { id: t.arg.id({ required: true }), input: t.arg({ type: RepositoriesSetInput, required: true }) },
+    resolve: (_root, { id, input }, ctx) =>
+      mutate(async () => {
+        const integrationId = requireId(id, "CodehostInstallation");
+        await ctx.core.repositories.replace(ctx.tenant, integrationId, toRestBody(input));
+        return { codehostInstallation: await ctx.loaders.installation.load(integrationId) };
+      }),
   }),
 );

@@ -8,7 +8,7 @@ import { ComputeTypeEnum } from "./enums.js";
 import { ListenerRef } from "./refs.js";
 
 
-const ComputeConfig = builder.objectRef<{ k8s_namespaces?: string[] }>("ListenerComputeConfig").implement({
+const ComputeConfig = builder.objectRef<{ k8s_namespaces?: string[] | null }>("ListenerComputeConfig").implement({
   description: "Where in the cluster the listener may place deployments.",
   fields: (t) => ({
     k8sNamespaces: t.stringList({ resolve: (c) => c.k8s_namespaces ?? [] }),
@@ -22,8 +22,8 @@ builder.node(ListenerRef, {
     uuid: t.exposeID("id", { description: "The REST id (listener_id)." }),
     computeType: t.field({ type: ComputeTypeEnum, resolve: (l) => l.computeType as "k8s" }),
     computeId: t.exposeString("computeId", { description: "The cluster's id; unique in the workspace." }),
-    computeConfig: t.field({ type: ComputeConfig, resolve: (l) => l.computeConfig as { k8s_namespaces?: string[] } }),
-    version: t.exposeString("version"),
+    computeConfig: t.field({ type: ComputeConfig, resolve: (l) => l.computeConfig as { k8s_namespaces?: string[] | null } }),
+    version: t.exposeString("version", { nullable: true }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
   }),
@@ -49,15 +49,15 @@ builder.queryField("listeners", (t) =>
 );
 
 const ComputeConfigInput = builder.inputType("ListenerComputeConfigInput", {
-  fields: (t) => ({ k8sNamespaces: t.stringList({ required: true }) }),
+  fields: (t) => ({ k8sNamespaces: t.stringList({ description: "Null: the listener's own namespace." }) }),
 });
 
 const ListenerCreateInput = builder.inputType("ListenerCreateInput", {
   fields: (t) => ({
     computeType: t.field({ type: ComputeTypeEnum, required: true }),
     computeId: t.string({ required: true, description: "The cluster's id; unique in the workspace." }),
-    computeConfig: t.field({ type: ComputeConfigInput }),
-    version: t.string({ required: true }),
+    computeConfig: t.field({ type: ComputeConfigInput, required: true }),
+    version: t.string(),
   }),
 });
 

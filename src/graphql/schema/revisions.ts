@@ -47,6 +47,16 @@ builder.node(RevisionRef, {
     shareable: t.exposeBoolean("shareable"),
     routeThroughGateway: t.exposeBoolean("routeThroughGateway"),
     remoteReconciled: t.exposeBoolean("remoteReconciled", { description: "Carried out by a listener in a self-hosted cluster." }),
+    imageDigest: t.exposeString("imageDigest", {
+      nullable: true,
+      description: "internal_container: the digest of the manifest imageUri named in the registry when the revision was built.",
+    }),
+    buildReport: t.field({
+      type: "JSONObject",
+      nullable: true,
+      description: "What the build step found: `image` (the manifest looked up) or `source` (the uploaded tarball's files, size and graphs).",
+      resolve: (r) => (r.buildReport as Record<string, unknown> | null) ?? null,
+    }),
     deployment: t.field({
       type: DeploymentRef,
       resolve: async (r, _args, ctx) => (await ctx.loaders.deployment.load(r.deploymentId)) ?? Promise.reject(notFound("Deployment", r.deploymentId)),

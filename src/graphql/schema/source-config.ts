@@ -1,6 +1,7 @@
 import { DEPLOYMENT_TYPES, type DeploymentType } from "../../core/schemas/source.js";
 import type { AgentEnvironment } from "../../core/schemas/agent.js";
 import { builder, type Types } from "../builder.js";
+import { SECRET_FIELD } from "../redact.js";
 import { bool, type Obj, obj, str } from "../values.js";
 import { AgentEnvironmentEnum, DeploymentTypeEnum, RevisionSourceEnum } from "./enums.js";
 import { ResourceSpecInput, ResourceSpecRef } from "./resource-spec.js";
@@ -99,8 +100,9 @@ export const SourceRevisionConfigInput = builder.inputType("SourceRevisionConfig
   }),
 });
 
+/** Its value is a secret: errors never quote it (redact.ts), nor any input that holds it. */
 export const SecretInput = builder.inputType("SecretInput", {
-  fields: (t) => ({ name: t.string({ required: true }), value: t.string({ required: true }) }),
+  fields: (t) => ({ name: t.string({ required: true }), value: t.string({ required: true, extensions: SECRET_FIELD }) }),
 });
 
 export const SecretReferenceInput = builder.inputType("SecretReferenceInput", {

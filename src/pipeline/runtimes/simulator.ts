@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Revision } from "../../generated/prisma/client.js";
-import type { RevisionStatus } from "../machine.js";
+import { type RevisionStatus, routeFor } from "../machine.js";
+import { simulatedLines } from "./simulated-lines.js";
 import type { Runtime, StepOutcome, StepRequest } from "../runtime.js";
 
 /** The resource_spec label that makes the simulator fail a step on purpose (tests, demos). */
@@ -17,8 +18,9 @@ const FAILING_STEP: Partial<Record<RevisionStatus, "create" | "build" | "deploy"
 const FAILURE_WHAT = { create: "Creating the revision", build: "The build", deploy: "The deploy" };
 
 /**
- * The embedded runtime. It builds and deploys nothing: every step only takes `stepMs`, a codehost
- * source "resolves" to a commit derived from its repository and ref, and the resource_spec label
+ * The embedded runtime. It builds and deploys nothing: every step only takes `stepMs` and writes
+ * realistic lines to the revision's logs as it starts and ends, a codehost source "resolves" to a
+ * commit derived from its repository and ref, and the resource_spec label
  * `simulate/failure` = create | build | deploy fails that step.
  */
 export class SimulatorRuntime implements Runtime {
@@ -26,11 +28,14 @@ export class SimulatorRuntime implements Runtime {
 
   constructor(private readonly stepMs: number) {}
 
-  async perform({ revision, status, signal }: StepRequest): Promise<StepOutcome> {
+  async perform({ revision, status, signal, log }: StepRequest): Promise<StepOutcome> {
+    const lines = simulatedLines(revision, status, routeFor(revision.source).build);
+    for (const line of lines.start) log.info(line);
     if (this.stepMs > 0) await sleep(this.stepMs, undefined, { signal });
     signal.throwIfAborted();
     const failing = FAILING_STEP[status];
     if (failing && failureLabel(revision) === failing) {
+      for (const line of lines.failure) log.error(line);
       return {
         ok: false,
         message:
@@ -40,8 +45,13 @@ export class SimulatorRuntime implements Runtime {
     }
     if (status === "CREATING" && revision.source === "codehost") {
       const commit = simulatedCommit(revision);
-      if (commit) return { ok: true, commit, message: `Queued: commit ${commit.sha.slice(0, 7)} of ${refOf(revision)}` };
+      if (commit) {
+        log.info(`Resolved ${refOf(revision)} to commit ${commit.sha.slice(0, 7)}: ${commit.title}`);
+        for (const line of lines.done) log.info(line);
+        return { ok: true, commit, message: `Queued: commit ${commit.sha.slice(0, 7)} of ${refOf(revision)}` };
+      }
     }
+    for (const line of lines.done) log.info(line);
     return { ok: true };
   }
 }

@@ -1,0 +1,260 @@
+import * as oauth from "oauth4webapi";
+import * as oidc from "openid-client";
+import { badRequest, CoreError } from "./errors.js";
+
+/**
+ * This service as an OAuth 2.0 client of the providers a workspace configures, over panva's
+ * openid-client (and oauth4webapi for discovery and RFC 7591 registration): authorization URLs with
+ * PKCE, the code exchange, refresh, RFC 7009 revocation. Every failure becomes a CoreError that says
+ * whose fault it was: the provider refused (400: the code, the grant or the client is bad) or could
+ * not be reached or answered nonsense (502). Nothing of a token or a secret is ever in a message.
+ */
+
+/** What the client needs of a provider (its client secret in plain, opened by the caller). */
+export interface ProviderEndpoints {
+  providerId: string;
+  clientId: string;
+  clientSecret: string | null;
+  authUrl: string;
+  tokenUrl: string;
+  revocationUrl: string | null;
+  issuer: string | null;
+  tokenEndpointAuthMethod: string;
+}
+
+/** A token endpoint's answer, as the vault stores it. */
+export interface TokenSet {
+  accessToken: string;
+  refreshToken: string | null;
+  tokenType: string;
+  /** The scopes granted (the answer's `scope`), or null when the provider did not say. */
+  scopes: string[] | null;
+  expiresAt: Date | null;
+  /** Who the user is at the provider, from a validated ID token: email, username, name or subject. */
+  accountLabel: string | null;
+}
+
+/** Metadata found for an MCP server's authorization server, and the client registered there. */
+export interface DiscoveredProvider {
+  issuer: string;
+  authUrl: string;
+  tokenUrl: string;
+  revocationUrl: string | null;
+  clientId: string;
+  clientSecret: string | null;
+  tokenEndpointAuthMethod: string;
+  usesPkce: boolean;
+}
+
+export interface OAuthClientSettings {
+  /** Whether http:// endpoints are allowed (a provider on this machine, tests); https only otherwise. */
+  allowHttp: boolean;
+  /** Seconds each request to a provider may take. */
+  timeoutSeconds: number;
+}
+
+export class OAuthClient {
+  constructor(private readonly settings: OAuthClientSettings) {}
+
+  authorizationUrl(p: ProviderEndpoints, params: Record<string, string>): string {
+    return oidc.buildAuthorizationUrl(this.configuration(p), params).href;
+  }
+
+  /** Exchanges the code the provider sent back to `callbackUrl` (which carries code, state and maybe iss). */
+  async exchange(p: ProviderEndpoints, callbackUrl: URL, checks: { state: string; codeVerifier: string | null; redirectUri: string }): Promise<TokenSet> {
+    const tokens = await this.call(p, "exchange the authorization code", () =>
+      oidc.authorizationCodeGrant(
+        this.configuration(p),
+        callbackUrl,
+        { expectedState: checks.state, ...(checks.codeVerifier && { pkceCodeVerifier: checks.codeVerifier }) },
+        { redirect_uri: checks.redirectUri },
+      ),
+    );
+    return tokenSet(tokens);
+  }
+
+  async refresh(p: ProviderEndpoints, refreshToken: string): Promise<TokenSet> {
+    return tokenSet(await this.call(p, "refresh the token", () => oidc.refreshTokenGrant(this.configuration(p), refreshToken)));
+  }
+
+  /** RFC 7009; false when the provider publishes no revocation endpoint. */
+  async revoke(p: ProviderEndpoints, token: string, hint: "access_token" | "refresh_token"): Promise<boolean> {
+    if (!p.revocationUrl) return false;
+    await this.call(p, "revoke the token", () => oidc.tokenRevocation(this.configuration(p), token, { token_type_hint: hint }));
+    return true;
+  }
+
+  /**
+   * Finds the authorization server of an MCP server (RFC 9728 protected resource metadata, else the
+   * server's own origin), reads its metadata (RFC 8414, else OpenID discovery), and registers a
+   * client there (RFC 7591) that may redirect to `redirectUri`.
+   */
+  async discoverAndRegister(mcpServerUrl: string, registration: { clientName: string; redirectUri: string }): Promise<DiscoveredProvider> {
+    const where = `the MCP server ${mcpServerUrl}`;
+    const issuer = (await this.protectedResourceIssuer(new URL(mcpServerUrl))) ?? new URL(mcpServerUrl).origin;
+    const as = await this.authorizationServer(new URL(issuer), where);
+    if (!as.authorization_endpoint || !as.token_endpoint) {
+      throw badRequest(`The authorization server ${as.issuer} of ${where} publishes no authorization or token endpoint.`);
+    }
+    if (!as.registration_endpoint) {
+      throw badRequest(
+        `The authorization server ${as.issuer} of ${where} does not allow dynamic client registration (RFC 7591): create the provider with POST /v2/auth/providers and a client_id registered there.`,
+      );
+    }
+    const supported = as.token_endpoint_auth_methods_supported ?? ["client_secret_basic"];
+    const method = ["client_secret_post", "client_secret_basic", "none"].find((m) => supported.includes(m)) ?? "none";
+    const client = await this.guard(`register a client at ${as.issuer}`, async () =>
+      oauth.processDynamicClientRegistrationResponse(
+        await oauth.dynamicClientRegistrationRequest(
+          as,
+          {
+            client_name: registration.clientName,
+            redirect_uris: [registration.redirectUri],
+            grant_types: ["authorization_code", "refresh_token"],
+            response_types: ["code"],
+            token_endpoint_auth_method: method,
+          },
+          this.requestOptions(),
+        ),
+      ),
+    );
+    return {
+      issuer: as.issuer,
+      authUrl: as.authorization_endpoint,
+      tokenUrl: as.token_endpoint,
+      revocationUrl: as.revocation_endpoint ?? null,
+      clientId: client.client_id,
+      clientSecret: typeof client.client_secret === "string" ? client.client_secret : null,
+      tokenEndpointAuthMethod: typeof client.token_endpoint_auth_method === "string" ? client.token_endpoint_auth_method : method,
+      // MCP requires PKCE of every client; S256 is what servers support.
+      usesPkce: true,
+    };
+  }
+
+  private async protectedResourceIssuer(resource: URL): Promise<string | null> {
+    try {
+      const response = await retryOnce(() => oauth.resourceDiscoveryRequest(resource, this.requestOptions()));
+      const metadata = await oauth.processResourceDiscoveryResponse(resource, response);
+      return metadata.authorization_servers?.[0] ?? null;
+    } catch (err) {
+      // No RFC 9728 metadata (an older MCP server): its own origin is the authorization server. A
+      // server that cannot be reached at all fails in the next step, with that said.
+      if (isUnreachable(err)) throw unreachable(`the MCP server ${resource.href}`);
+      return null;
+    }
+  }
+
+  private async authorizationServer(issuer: URL, where: string): Promise<oauth.AuthorizationServer> {
+    let lastError: unknown = null;
+    for (const algorithm of ["oauth2", "oidc"] as const) {
+      try {
+        const response = await retryOnce(() => oauth.discoveryRequest(issuer, { ...this.requestOptions(), algorithm }));
+        return await oauth.processDiscoveryResponse(issuer, response);
+      } catch (err) {
+        if (isUnreachable(err)) throw unreachable(`the authorization server ${issuer.href}`);
+        lastError = err;
+      }
+    }
+    throw badRequest(
+      `No OAuth metadata found for ${where}: neither ${issuer.origin}/.well-known/oauth-authorization-server (RFC 8414) nor /.well-known/openid-configuration answered with a valid document (${describe(lastError)}).`,
+    );
+  }
+
+  private configuration(p: ProviderEndpoints): oidc.Configuration {
+    const server: oidc.ServerMetadata = {
+      // A provider configured by hand names no issuer: its authorization endpoint's origin stands in
+      // (it is also what an `iss` in its answers is compared with).
+      issuer: p.issuer ?? new URL(p.authUrl).origin,
+      authorization_endpoint: p.authUrl,
+      token_endpoint: p.tokenUrl,
+      ...(p.revocationUrl && { revocation_endpoint: p.revocationUrl }),
+    };
+    // A client without a secret is a public client, whatever method it names (RFC 6749 2.3.1).
+    const auth = !p.clientSecret
+      ? oidc.None()
+      : p.tokenEndpointAuthMethod === "client_secret_basic"
+        ? oidc.ClientSecretBasic(p.clientSecret)
+        : oidc.ClientSecretPost(p.clientSecret);
+    const config = new oidc.Configuration(server, p.clientId, undefined, auth);
+    config.timeout = this.settings.timeoutSeconds;
+    if (this.settings.allowHttp) oidc.allowInsecureRequests(config);
+    return config;
+  }
+
+  private requestOptions() {
+    return { signal: () => AbortSignal.timeout(this.settings.timeoutSeconds * 1000), [oauth.allowInsecureRequests]: this.settings.allowHttp };
+  }
+
+  private call<T>(p: ProviderEndpoints, what: string, run: () => Promise<T>): Promise<T> {
+    return this.guard(`${what} at provider '${p.providerId}'`, run);
+  }
+
+  /** Runs one exchange with a provider; its failures as CoreErrors. */
+  private async guard<T>(what: string, run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (err) {
+      throw providerError(what, err);
+    }
+  }
+}
+
+function tokenSet(tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): TokenSet {
+  const claims = tokens.id_token ? tokens.claims() : undefined;
+  const label = claims && [claims.email, claims.preferred_username, claims.name, claims.sub].find((v): v is string => typeof v === "string" && v !== "");
+  return {
+    accessToken: tokens.access_token,
+    refreshToken: tokens.refresh_token ?? null,
+    tokenType: tokens.token_type ?? "bearer",
+    scopes: typeof tokens.scope === "string" ? tokens.scope.split(" ").filter((s) => s !== "") : null,
+    expiresAt: typeof tokens.expires_in === "number" ? new Date(Date.now() + tokens.expires_in * 1000) : null,
+    accountLabel: label ?? null,
+  };
+}
+
+/**
+ * A GET that failed to connect is tried once more: a pooled keep-alive connection the server had
+ * just closed fails the first attempt of an otherwise healthy exchange.
+ */
+async function retryOnce<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (!isUnreachable(err)) throw err;
+    return run();
+  }
+}
+
+/** Whether the provider could not be reached at all (refused, reset, timed out, no such host). */
+function isUnreachable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if (err.name === "TimeoutError" || err.name === "AbortError") return true;
+  return err instanceof TypeError && /fetch failed/i.test(err.message);
+}
+
+const unreachable = (what: string) => new CoreError("UPSTREAM", `Could not reach ${what}: it did not answer. Try again later.`);
+
+function describe(err: unknown): string {
+  if (err instanceof oauth.ResponseBodyError || err instanceof oidc.ResponseBodyError) {
+    return `${err.error}${err.error_description ? `: ${err.error_description}` : ""}`;
+  }
+  if (err instanceof oauth.WWWAuthenticateChallengeError) return `HTTP ${err.status}`;
+  if (err instanceof Error && "code" in err) return String((err as { code: unknown }).code);
+  return "unexpected answer";
+}
+
+/**
+ * The provider's refusal (an OAuth error in its answer) is the request's fault: 400 with the
+ * provider's error code and description. Anything else (no answer, a 5xx, a malformed answer) is the
+ * provider's: 502. Messages never quote a response body, which could hold a token.
+ */
+export function providerError(what: string, err: unknown): CoreError {
+  if (err instanceof CoreError) return err;
+  if (isUnreachable(err)) return new CoreError("UPSTREAM", `Could not ${what}: the provider did not answer. Try again later.`);
+  const refusal = err instanceof oauth.ResponseBodyError || err instanceof oidc.ResponseBodyError ? err : null;
+  if (refusal && refusal.status < 500) return badRequest(`Could not ${what}: the provider refused (${describe(refusal)}).`);
+  if (err instanceof oauth.AuthorizationResponseError || err instanceof oidc.AuthorizationResponseError) {
+    return badRequest(`Could not ${what}: the provider refused (${err.error}${err.error_description ? `: ${err.error_description}` : ""}).`);
+  }
+  return new CoreError("UPSTREAM", `Could not ${what}: the provider's answer was not a valid OAuth response (${describe(err)}).`);
+}

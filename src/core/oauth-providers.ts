@@ -1,0 +1,164 @@
+import type { OAuthProvider, Prisma } from "../generated/prisma/client.js";
+import type { Logger } from "../logger.js";
+import type { Tenant } from "./auth.js";
+import type { CoreDeps } from "./context.js";
+import { badRequest, conflict, notFound } from "./errors.js";
+import { inOrder, uuidsOnly } from "./graph-queries.js";
+import type { OAuthClient, ProviderEndpoints } from "./oauth-client.js";
+import type { TokenVault } from "./oauth-tokens.js";
+import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
+import { isUniqueViolation } from "./prisma-errors.js";
+import { mcpDiscoverSchema, providerCreateSchema, providerUpdateSchema } from "./schemas/oauth.js";
+import type { SecretBox } from "./secrets.js";
+import { parseInput } from "./validation.js";
+
+export type { OAuthProvider };
+
+export interface OAuthSettings {
+  /** The base URL browsers reach this service at; null: the origin of the request that starts a flow. */
+  publicUrl: string | null;
+  /** Whether provider endpoints may be http:// (https only otherwise). */
+  allowHttp: boolean;
+  /** How long an authorization flow may take, from its start to the provider's callback. */
+  flowTtlSeconds: number;
+  logger: Logger;
+}
+
+/** Fields of a request body whose values are secrets: a 422 never echoes them. */
+
+/** Where a provider sends the browser back: this service's callback for that provider. */
+export function redirectUri(settings: OAuthSettings, origin: string | null, providerSlug: string): string {
+  const base = settings.publicUrl ?? origin;
+  if (!base) throw badRequest("Set PUBLIC_URL: the service does not know the address browsers reach it at, to send them back from the provider.");
+  return `${base.replace(/\/+$/, "")}/v2/auth/callback/${encodeURIComponent(providerSlug)}`;
+}
+
+/** What the OAuth client needs of a provider row, its client secret opened. */
+export const endpointsOf = (secrets: SecretBox, p: OAuthProvider): ProviderEndpoints => ({
+  providerId: p.providerId,
+  clientId: p.clientId,
+  clientSecret: p.clientSecret ? secrets.open(p.clientSecret) : null,
+  authUrl: p.authUrl,
+  tokenUrl: p.tokenUrl,
+  revocationUrl: p.revocationUrl,
+  issuer: p.issuer,
+  tokenEndpointAuthMethod: p.tokenEndpointAuthMethod,
+});
+
+/** A workspace's OAuth providers: configured by hand, or discovered from an MCP server and registered there. */
+export class ProviderService {
+  constructor(
+    private readonly deps: CoreDeps,
+    private readonly settings: OAuthSettings,
+    private readonly client: OAuthClient,
+    private readonly vault: TokenVault,
+  ) {}
+
+  list(tenant: Tenant): Promise<OAuthProvider[]> {
+    return this.deps.prisma.oAuthProvider.findMany({ where: { workspaceId: tenant.workspaceId }, orderBy: newestFirst });
+  }
+
+  keyset(tenant: Tenant, args: KeysetArgs): Promise<KeysetPage<OAuthProvider>> {
+    return keysetPage(args, (q) =>
+      this.deps.prisma.oAuthProvider.findMany({ where: { AND: [{ workspaceId: tenant.workspaceId }, q.where] }, orderBy: q.orderBy, take: q.take }),
+    );
+  }
+
+  count(tenant: Tenant): Promise<number> {
+    return this.deps.prisma.oAuthProvider.count({ where: { workspaceId: tenant.workspaceId } });
+  }
+
+  async get(tenant: Tenant, providerId: string): Promise<OAuthProvider> {
+    const provider = await this.find(tenant, providerId);
+    if (!provider) throw notFound("Provider", providerId);
+    return provider;
+  }
+
+  async byIds(tenant: Tenant, ids: readonly string[]): Promise<(OAuthProvider | null)[]> {
+    return inOrder(ids, await this.deps.prisma.oAuthProvider.findMany({ where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } } }));
+  }
+
+  find(tenant: Tenant, providerId: string): Promise<OAuthProvider | null> {
+    return this.deps.prisma.oAuthProvider.findUnique({ where: { workspaceId_providerId: { workspaceId: tenant.workspaceId, providerId } } });
+  }
+
+  async create(tenant: Tenant, body: unknown): Promise<OAuthProvider> {
+    const input = parseInput(providerCreateSchema(this.settings.allowHttp), body, "body");
+    return this.insert(tenant, input.provider_id, {
+      name: input.name,
+      clientId: input.client_id,
+      clientSecret: input.client_secret ? this.deps.secrets.seal(input.client_secret) : null,
+      authUrl: input.auth_url,
+      tokenUrl: input.token_url,
+      usesPkce: input.uses_pkce,
+      codeChallengeMethod: input.code_challenge_method,
+      providerType: input.provider_type ?? null,
+      tokenEndpointAuthMethod: input.token_endpoint_auth_method,
+      revocationUrl: input.revocation_url ?? null,
+    });
+  }
+
+  /** POST /v2/auth/providers/mcp-discover: nothing is stored unless discovery and registration succeed. */
+  async discover(tenant: Tenant, body: unknown, origin: string | null): Promise<OAuthProvider> {
+    const input = parseInput(mcpDiscoverSchema(this.settings.allowHttp), body, "body");
+    if (await this.find(tenant, input.provider_id)) throw taken(input.provider_id);
+    const found = await this.client.discoverAndRegister(input.mcp_server_url, {
+      clientName: input.name,
+      redirectUri: redirectUri(this.settings, origin, input.provider_id),
+    });
+    return this.insert(tenant, input.provider_id, {
+      name: input.name,
+      clientId: found.clientId,
+      clientSecret: found.clientSecret ? this.deps.secrets.seal(found.clientSecret) : null,
+      authUrl: found.authUrl,
+      tokenUrl: found.tokenUrl,
+      revocationUrl: found.revocationUrl,
+      issuer: found.issuer,
+      usesPkce: found.usesPkce,
+      codeChallengeMethod: "S256",
+      mcpServerUrl: input.mcp_server_url,
+      tokenEndpointAuthMethod: found.tokenEndpointAuthMethod,
+      isDynamicClient: true,
+    });
+  }
+
+  async update(tenant: Tenant, providerId: string, body: unknown): Promise<OAuthProvider> {
+    const input = parseInput(providerUpdateSchema(this.settings.allowHttp), body, "body");
+    const data = {
+      ...(input.name != null && { name: input.name }),
+      ...(input.client_id != null && { clientId: input.client_id }),
+      ...(input.client_secret != null && { clientSecret: this.deps.secrets.seal(input.client_secret) }),
+      ...(input.auth_url != null && { authUrl: input.auth_url }),
+      ...(input.token_url != null && { tokenUrl: input.token_url }),
+      ...(input.uses_pkce != null && { usesPkce: input.uses_pkce }),
+      ...(input.code_challenge_method != null && { codeChallengeMethod: input.code_challenge_method }),
+      ...(input.revocation_url != null && { revocationUrl: input.revocation_url }),
+    };
+    // Nothing to change is not an update (Prisma would not run one, and count none).
+    if (Object.keys(data).length === 0) return this.get(tenant, providerId);
+    const { count } = await this.deps.prisma.oAuthProvider.updateMany({ where: { workspaceId: tenant.workspaceId, providerId }, data });
+    if (count === 0) throw notFound("Provider", providerId);
+    return this.get(tenant, providerId);
+  }
+
+  /** Revokes every token of the provider there (where it can), then forgets the provider, its tokens and flows. */
+  async delete(tenant: Tenant, providerId: string): Promise<{ deletedTokens: number }> {
+    const provider = await this.get(tenant, providerId);
+    const deletedTokens = await this.vault.revokeAndDelete(tenant, { oauthProviderId: provider.id });
+    await this.deps.prisma.oAuthProvider.deleteMany({ where: { id: provider.id, workspaceId: tenant.workspaceId } });
+    return { deletedTokens };
+  }
+
+  private async insert(tenant: Tenant, providerId: string, data: Omit<Prisma.OAuthProviderUncheckedCreateInput, "workspaceId" | "organizationId" | "providerId">) {
+    try {
+      return await this.deps.prisma.oAuthProvider.create({
+        data: { ...data, workspaceId: tenant.workspaceId, organizationId: tenant.organizationId, providerId },
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) throw taken(providerId);
+      throw err;
+    }
+  }
+}
+
+const taken = (providerId: string) => conflict(`A provider with provider_id '${providerId}' already exists in this workspace.`);

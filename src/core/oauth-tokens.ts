@@ -1,0 +1,216 @@
+import type { OAuthProvider, OAuthToken, Prisma } from "../generated/prisma/client.js";
+import type { Tenant } from "./auth.js";
+import type { CoreDeps } from "./context.js";
+import { CoreError, notFound } from "./errors.js";
+import { uuidsOnly, inOrder } from "./graph-queries.js";
+import type { OAuthClient, TokenSet } from "./oauth-client.js";
+import { endpointsOf, type OAuthSettings } from "./oauth-providers.js";
+import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
+import { tokenUpdateSchema } from "./schemas/oauth.js";
+import { parseInput } from "./validation.js";
+
+export type { OAuthToken };
+
+/** A token is refreshed when it expires within this (on the read that hands it out). */
+export const REFRESH_MARGIN_MS = 60_000;
+
+/** What a connection copies of its token, kept in step when the token changes. */
+const connectionFields = (t: Pick<OAuthToken, "providerAccountLabel" | "scopes" | "expiresAt">) => ({
+  providerAccountLabel: t.providerAccountLabel,
+  scopes: t.scopes,
+  expiresAt: t.expiresAt,
+});
+
+/**
+ * The token vault: access and refresh tokens sealed at rest (SecretBox), each token visible only to
+ * its owner (the caller who authorized it, Tenant.actor) in its workspace. A token's value leaves
+ * only through freshAccessToken (the authenticate and wait answers, to its owner), refreshed first
+ * when it is about to expire; deleting revokes it at the provider where the provider can (RFC 7009).
+ */
+export class TokenVault {
+  constructor(
+    private readonly deps: CoreDeps,
+    private readonly settings: OAuthSettings,
+    private readonly client: OAuthClient,
+  ) {}
+
+  /** The caller's own tokens. */
+  private mine(tenant: Tenant) {
+    return { workspaceId: tenant.workspaceId, owner: tenant.actor };
+  }
+
+  list(tenant: Tenant, providerId?: string): Promise<OAuthToken[]> {
+    return this.deps.prisma.oAuthToken.findMany({ where: { ...this.mine(tenant), ...(providerId && { providerId }) }, orderBy: newestFirst });
+  }
+
+  keyset(tenant: Tenant, providerId: string | null, args: KeysetArgs): Promise<KeysetPage<OAuthToken>> {
+    const where = { ...this.mine(tenant), ...(providerId && { providerId }) };
+    return keysetPage(args, (q) => this.deps.prisma.oAuthToken.findMany({ where: { AND: [where, q.where] }, orderBy: q.orderBy, take: q.take }));
+  }
+
+  count(tenant: Tenant, providerId: string | null): Promise<number> {
+    return this.deps.prisma.oAuthToken.count({ where: { ...this.mine(tenant), ...(providerId && { providerId }) } });
+  }
+
+  async byIds(tenant: Tenant, ids: readonly string[]): Promise<(OAuthToken | null)[]> {
+    const rows = await this.deps.prisma.oAuthToken.findMany({ where: { ...this.mine(tenant), id: { in: uuidsOnly(ids) } } });
+    return inOrder(ids, rows);
+  }
+
+  async get(tenant: Tenant, tokenId: string): Promise<OAuthToken> {
+    const [token] = await this.byIds(tenant, [tokenId]);
+    if (!token) throw notFound("OAuth token", tokenId);
+    return token;
+  }
+
+  /** The caller's token for the provider that holds every scope asked: the default one first, then the newest. */
+  async pick(tenant: Tenant, provider: OAuthProvider, scopes: string[]): Promise<OAuthToken | null> {
+    const tokens = await this.deps.prisma.oAuthToken.findMany({
+      where: { ...this.mine(tenant), oauthProviderId: provider.id },
+      orderBy: [{ isDefault: "desc" }, ...newestFirst],
+    });
+    return tokens.find((t) => scopes.every((s) => t.scopes.includes(s))) ?? null;
+  }
+
+  /** PATCH …/metadata: the label and whether it is the default token of its provider. */
+  async update(tenant: Tenant, tokenId: string, body: unknown): Promise<OAuthToken> {
+    const input = parseInput(tokenUpdateSchema, body, "body");
+    const token = await this.get(tenant, tokenId);
+    return this.deps.prisma.$transaction(async (tx) => {
+      if (input.is_default === true) await this.clearDefault(tx, tenant, token.oauthProviderId);
+      const updated = await tx.oAuthToken.update({
+        where: { id: token.id },
+        data: {
+          ...(input.provider_account_label !== undefined && { providerAccountLabel: input.provider_account_label }),
+          ...(input.is_default != null && { isDefault: input.is_default }),
+        },
+      });
+      await tx.agentConnection.updateMany({ where: { workspaceId: tenant.workspaceId, oauthTokenId: token.id }, data: connectionFields(updated) });
+      return updated;
+    });
+  }
+
+  async delete(tenant: Tenant, tokenId: string): Promise<void> {
+    const token = await this.get(tenant, tokenId);
+    await this.revokeAndDelete(tenant, { id: token.id, owner: tenant.actor });
+  }
+
+  /** DELETE /v2/auth/tokens?provider_id=: the caller's tokens of that provider. */
+  async deleteForProvider(tenant: Tenant, providerId: string): Promise<number> {
+    return this.revokeAndDelete(tenant, { owner: tenant.actor, providerId });
+  }
+
+  async exists(tenant: Tenant, providerId: string): Promise<boolean> {
+    return (await this.deps.prisma.oAuthToken.count({ where: { ...this.mine(tenant), providerId }, take: 1 })) > 0;
+  }
+
+  /** The workspace-wide Slack pair: anyone's tokens of a provider of type slack. */
+  async slackExists(tenant: Tenant): Promise<boolean> {
+    return (await this.deps.prisma.oAuthToken.count({ where: slackTokens(tenant), take: 1 })) > 0;
+  }
+
+  revokeSlack(tenant: Tenant): Promise<number> {
+    return this.revokeAndDelete(tenant, slackTokens(tenant));
+  }
+
+  /** Keeps what a provider's token endpoint answered, for the owner; `isDefault` makes it the one picked first. */
+  save(tenant: Tenant, provider: OAuthProvider, tokens: TokenSet, options: { requestedScopes: string[]; isDefault: boolean }): Promise<OAuthToken> {
+    return this.deps.prisma.$transaction((tx) => this.store(tx, tenant, provider, tokens, options));
+  }
+
+  /** save(), inside the caller's transaction. */
+  async store(
+    tx: Prisma.TransactionClient,
+    tenant: Tenant,
+    provider: OAuthProvider,
+    tokens: TokenSet,
+    options: { requestedScopes: string[]; isDefault: boolean },
+  ): Promise<OAuthToken> {
+    if (options.isDefault) await this.clearDefault(tx, tenant, provider.id);
+    return tx.oAuthToken.create({
+      data: {
+        workspaceId: tenant.workspaceId,
+        oauthProviderId: provider.id,
+        providerId: provider.providerId,
+        owner: tenant.actor,
+        accessToken: this.deps.secrets.seal(tokens.accessToken),
+        refreshToken: tokens.refreshToken ? this.deps.secrets.seal(tokens.refreshToken) : null,
+        tokenType: tokens.tokenType,
+        scopes: tokens.scopes ?? options.requestedScopes,
+        expiresAt: tokens.expiresAt,
+        providerAccountLabel: tokens.accountLabel,
+        isDefault: options.isDefault,
+      },
+    });
+  }
+
+  /**
+   * The token's access token in plain, for its owner: refreshed first when it expires within
+   * REFRESH_MARGIN_MS and a refresh token is held. Null when it has expired and cannot be refreshed
+   * (the provider refused the refresh token, or there is none): the user must authorize again.
+   */
+  async freshAccessToken(tenant: Tenant, token: OAuthToken): Promise<string | null> {
+    const open = (t: OAuthToken) => this.deps.secrets.open(t.accessToken);
+    const expired = (t: OAuthToken) => t.expiresAt !== null && t.expiresAt.getTime() <= Date.now();
+    if (!token.expiresAt || token.expiresAt.getTime() - Date.now() > REFRESH_MARGIN_MS) return open(token);
+    if (!token.refreshToken) return expired(token) ? null : open(token);
+    const provider = await this.deps.prisma.oAuthProvider.findUniqueOrThrow({ where: { id: token.oauthProviderId } });
+    let refreshed: TokenSet;
+    try {
+      refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider), this.deps.secrets.open(token.refreshToken));
+    } catch (err) {
+      // Another replica may have refreshed it a moment ago (and, with rotation, spent the old refresh token).
+      const now = await this.deps.prisma.oAuthToken.findUnique({ where: { id: token.id } });
+      if (now && now.refreshToken !== token.refreshToken && !expired(now)) return open(now);
+      if (!expired(token)) return open(token);
+      if (err instanceof CoreError && err.code === "BAD_REQUEST") return null;
+      throw err;
+    }
+    // Compare-and-set on the refresh token read: a concurrent refresh that landed first wins.
+    const data = {
+      accessToken: this.deps.secrets.seal(refreshed.accessToken),
+      refreshToken: refreshed.refreshToken ? this.deps.secrets.seal(refreshed.refreshToken) : token.refreshToken,
+      tokenType: refreshed.tokenType,
+      expiresAt: refreshed.expiresAt,
+      ...(refreshed.scopes && { scopes: refreshed.scopes }),
+    };
+    const updated = await this.deps.prisma.$transaction(async (tx) => {
+      const { count } = await tx.oAuthToken.updateMany({ where: { id: token.id, refreshToken: token.refreshToken }, data });
+      const row = await tx.oAuthToken.findUnique({ where: { id: token.id } });
+      if (count > 0 && row) await tx.agentConnection.updateMany({ where: { workspaceId: tenant.workspaceId, oauthTokenId: token.id }, data: connectionFields(row) });
+      return row;
+    });
+    return updated ? open(updated) : null;
+  }
+
+  /**
+   * Revokes each matching token of the workspace at its provider (the refresh token, which ends
+   * the grant, else the access token), then deletes them and the agent connections that use them.
+   * A provider that cannot revoke (no endpoint, or down) does not stop the deletion: it is logged.
+   */
+  async revokeAndDelete(tenant: Tenant, where: Prisma.OAuthTokenWhereInput): Promise<number> {
+    const tokens = await this.deps.prisma.oAuthToken.findMany({ where: { AND: [{ workspaceId: tenant.workspaceId }, where] }, include: { provider: true } });
+    for (const token of tokens) {
+      const [value, hint] = token.refreshToken ? [token.refreshToken, "refresh_token" as const] : [token.accessToken, "access_token" as const];
+      try {
+        const revoked = await this.client.revoke(endpointsOf(this.deps.secrets, token.provider), this.deps.secrets.open(value), hint);
+        if (!revoked) this.settings.logger.info({ token_id: token.id, provider_id: token.providerId }, "oauth: the provider has no revocation endpoint; the token is only forgotten");
+      } catch (err) {
+        this.settings.logger.warn({ token_id: token.id, provider_id: token.providerId, reason: err instanceof Error ? err.message : "unknown" }, "oauth: could not revoke a token at its provider; it is forgotten all the same");
+      }
+    }
+    const ids = tokens.map((t) => t.id);
+    if (ids.length === 0) return 0;
+    await this.deps.prisma.$transaction([
+      this.deps.prisma.agentConnection.deleteMany({ where: { workspaceId: tenant.workspaceId, oauthTokenId: { in: ids } } }),
+      this.deps.prisma.oAuthToken.deleteMany({ where: { workspaceId: tenant.workspaceId, id: { in: ids } } }),
+    ]);
+    return ids.length;
+  }
+
+  private async clearDefault(tx: Prisma.TransactionClient, tenant: Tenant, oauthProviderId: string) {
+    await tx.oAuthToken.updateMany({ where: { ...this.mine(tenant), oauthProviderId, isDefault: true }, data: { isDefault: false } });
+  }
+}
+
+const slackTokens = (tenant: Tenant): Prisma.OAuthTokenWhereInput => ({ workspaceId: tenant.workspaceId, provider: { providerType: "slack" } });

@@ -1,0 +1,90 @@
+import { z } from "zod";
+import type { CodehostRepository } from "../generated/prisma/client.js";
+import type { Tenant } from "./auth.js";
+import type { CoreDeps } from "./context.js";
+import { notFound } from "./errors.js";
+import { parseInput } from "./validation.js";
+
+export type { CodehostRepository };
+
+/** Repositories one installation may register: a large organisation's, within the body size limit. */
+export const MAX_REPOSITORIES = 5000;
+
+const repositorySchema = z.object({
+  // The provider's repository id (PostgreSQL INTEGER).
+  id: z.number().int().min(1).max(2_147_483_647),
+  name: z.string().min(1, { abort: true }).max(255, { abort: true }).regex(/^[^\s/\p{Cc}]+$/u),
+  owner: z.string().min(1, { abort: true }).max(255, { abort: true }).regex(/^[^\s/\p{Cc}]+$/u),
+  url: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" }).max(2048),
+  default_branch: z.string().min(1, { abort: true }).max(255, { abort: true }).regex(/^[^\s\p{Cc}]+$/u).default("main"),
+});
+
+export const repositoryListSchema = z
+  .array(repositorySchema)
+  .max(MAX_REPOSITORIES)
+  .superRefine((repos, ctx) => {
+    const seen = new Set<number>();
+    repos.forEach((r, i) => {
+      if (seen.has(r.id)) ctx.addIssue({ code: "custom", path: [i, "id"], input: r.id, message: `repository id ${r.id} is listed twice` });
+      seen.add(r.id);
+    });
+  });
+export type RepositoryInput = z.output<typeof repositorySchema>;
+
+const setSchema = z.object({ repositories: repositoryListSchema });
+
+/** Repository rows for an installation, from the request's snake_case entries. */
+export const repositoryRows = (workspaceId: string, integrationId: string, repos: RepositoryInput[]) =>
+  repos.map((r) => ({
+    workspaceId,
+    integrationId,
+    repositoryId: r.id,
+    name: r.name,
+    owner: r.owner,
+    url: r.url,
+    defaultBranch: r.default_branch,
+  }));
+
+const byOwnerAndName = [{ owner: "asc" as const }, { name: "asc" as const }, { repositoryId: "asc" as const }];
+
+/**
+ * The repositories each installation gives access to. The provider's list is not fetched: whoever
+ * registers the installation (a provisioning script, the provider's webhook relay) registers its
+ * repositories with it, and replaces the set whenever access changes at the provider.
+ */
+export class RepositoryService {
+  constructor(private readonly deps: CoreDeps) {}
+
+  /** The installation's repositories, by owner and name; 404 for an installation not in the workspace. */
+  async list(tenant: Tenant, integrationId: string): Promise<CodehostRepository[]> {
+    await this.requireInstallation(tenant, integrationId);
+    return this.deps.prisma.codehostRepository.findMany({ where: { workspaceId: tenant.workspaceId, integrationId }, orderBy: byOwnerAndName });
+  }
+
+  /** The repositories of many installations at once (GraphQL), each list by owner and name. */
+  async byInstallations(tenant: Tenant, integrationIds: readonly string[]): Promise<CodehostRepository[][]> {
+    const rows = await this.deps.prisma.codehostRepository.findMany({
+      where: { workspaceId: tenant.workspaceId, integrationId: { in: [...integrationIds] } },
+      orderBy: byOwnerAndName,
+    });
+    const byInstallation = new Map<string, CodehostRepository[]>();
+    for (const row of rows) byInstallation.set(row.integrationId, [...(byInstallation.get(row.integrationId) ?? []), row]);
+    return integrationIds.map((id) => byInstallation.get(id) ?? []);
+  }
+
+  /** PUT …/repositories: the installation's repositories become exactly those given. */
+  async replace(tenant: Tenant, integrationId: string, body: unknown): Promise<CodehostRepository[]> {
+    const { repositories } = parseInput(setSchema, body, "body");
+    await this.requireInstallation(tenant, integrationId);
+    await this.deps.prisma.$transaction(async (tx) => {
+      await tx.codehostRepository.deleteMany({ where: { workspaceId: tenant.workspaceId, integrationId } });
+      await tx.codehostRepository.createMany({ data: repositoryRows(tenant.workspaceId, integrationId, repositories) });
+    });
+    return this.list(tenant, integrationId);
+  }
+
+  private async requireInstallation(tenant: Tenant, integrationId: string) {
+    const found = await this.deps.prisma.codehostInstallation.count({ where: { id: integrationId, workspaceId: tenant.workspaceId } });
+    if (found === 0) throw notFound("Integration", integrationId);
+  }
+}

@@ -1,0 +1,25 @@
+import type { MiddlewareHandler } from "hono";
+import { clientAddress, EXEMPT } from "../rest/limits.js";
+import { authFailuresMessage, type CallerLimits } from "./caller-limits.js";
+
+/**
+ * Failed authentications per client address (limits.authFailuresPerMinute; 0 turns it off): every
+ * answer 401, REST or /graphql, counts one; once an address has spent its minute's worth, its
+ * requests answer 429 with Retry-After before anything authenticates them. Made-up keys, rotated so
+ * that no per-key rate bucket ever fills, would otherwise each cost a database lookup.
+ */
+export function limitFailedAuthentications(limits: CallerLimits): MiddlewareHandler {
+  if (limits.authFailuresPerMinute === 0) return (_c, next) => next();
+  return async (c, next) => {
+    if (EXEMPT.has(c.req.path)) return next();
+    const address = clientAddress(c);
+    const allowed = limits.mayAuthenticate(address);
+    if (!allowed.ok) {
+      return c.json({ detail: authFailuresMessage(limits.authFailuresPerMinute, allowed.retryAfterSeconds) }, 429, {
+        "Retry-After": String(allowed.retryAfterSeconds),
+      });
+    }
+    await next();
+    if (c.res.status === 401) limits.authenticationFailed(address);
+  };
+}

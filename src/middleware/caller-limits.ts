@@ -1,0 +1,133 @@
+import { createHash } from "node:crypto";
+import { decodeJwt } from "jose";
+import type { Credentials } from "../core/auth.js";
+
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+export type TakeResult = { ok: true } | { ok: false; retryAfterSeconds: number };
+
+/** Buckets kept before idle (full) ones are swept, so that many callers cannot grow memory without bound. */
+const SWEEP_AT = 10_000;
+
+/**
+ * A token bucket per key: `perMinute` tokens refilled evenly over a minute, bursts up to
+ * `perMinute`. In process memory: each replica limits on its own, so N replicas behind a load
+ * balancer allow up to N times the rate in total.
+ */
+export class TokenBuckets {
+  private readonly buckets = new Map<string, Bucket>();
+  private readonly perMs: number;
+
+  constructor(
+    private readonly perMinute: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    if (perMinute <= 0) throw new Error("perMinute must be positive");
+    this.perMs = perMinute / 60_000;
+  }
+
+  /** Takes a token, or says when the next one comes. */
+  take(key: string): TakeResult {
+    const result = this.peek(key);
+    if (!result.ok) return result;
+    const bucket = this.buckets.get(key) ?? this.add(key);
+    bucket.tokens -= 1;
+    return result;
+  }
+
+  /** Whether a token is there to take, taking none. */
+  peek(key: string): TakeResult {
+    const now = this.now();
+    const bucket = this.buckets.get(key);
+    if (bucket) {
+      bucket.tokens = Math.min(this.perMinute, bucket.tokens + (now - bucket.at) * this.perMs);
+      bucket.at = now;
+    }
+    const tokens = bucket?.tokens ?? this.perMinute;
+    if (tokens >= 1) return { ok: true };
+    return { ok: false, retryAfterSeconds: Math.max(1, Math.ceil((1 - tokens) / this.perMs / 1000)) };
+  }
+
+  get size() {
+    return this.buckets.size;
+  }
+
+  private add(key: string): Bucket {
+    const now = this.now();
+    if (this.buckets.size >= SWEEP_AT) this.sweep(now);
+    const bucket = { tokens: this.perMinute, at: now };
+    this.buckets.set(key, bucket);
+    return bucket;
+  }
+
+  /** A bucket that has refilled completely holds nothing worth keeping. */
+  private sweep(now: number) {
+    for (const [key, b] of this.buckets) {
+      if (b.tokens + (now - b.at) * this.perMs >= this.perMinute) this.buckets.delete(key);
+    }
+  }
+}
+
+const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
+
+/**
+ * Who is calling, before authentication (so that /graphql and graphql-ws, which authenticate
+ * further in, are covered too): the API key's hash, a bearer token's workspace and subject, else the
+ * client's address. An unverified token names its own bucket; a forged one is refused by
+ * authentication right after (and counts as a failed authentication of its address).
+ */
+export function callerKey(credentials: Credentials, address: string): string {
+  if (credentials.apiKey) return `key:${sha256(credentials.apiKey)}`;
+  const bearer = /^Bearer\s+(\S+)$/i.exec(credentials.authorization ?? "")?.[1];
+  if (bearer) {
+    try {
+      const claims = decodeJwt(bearer);
+      // Hashed: claims are the client's to make as long as it likes.
+      return `sub:${sha256(JSON.stringify([claims.tenant_id ?? null, claims.sub ?? null]))}`;
+    } catch {
+      // Not a JWT at all: limited as the address it comes from.
+    }
+  }
+  return `ip:${address}`;
+}
+
+/**
+ * The limits every face applies to its callers, shared by HTTP and graphql-ws so that neither is a
+ * way around the other: requests (and graphql-ws operations) per caller, and failed authentications
+ * per client address. `0` turns either off.
+ */
+export class CallerLimits {
+  private readonly requests: TokenBuckets | null;
+  private readonly failures: TokenBuckets | null;
+
+  constructor(
+    readonly ratePerMinute: number,
+    readonly authFailuresPerMinute: number,
+    now?: () => number,
+  ) {
+    this.requests = ratePerMinute > 0 ? new TokenBuckets(ratePerMinute, now) : null;
+    this.failures = authFailuresPerMinute > 0 ? new TokenBuckets(authFailuresPerMinute, now) : null;
+  }
+
+  /** One request of this caller: an HTTP request, or an operation over graphql-ws. */
+  request(caller: string): TakeResult {
+    return this.requests?.take(caller) ?? { ok: true };
+  }
+
+  /** Whether this address may try to authenticate: not while its failures of the last minute are spent. */
+  mayAuthenticate(address: string): TakeResult {
+    return this.failures?.peek(address) ?? { ok: true };
+  }
+
+  /** Counts a failed authentication of this address. */
+  authenticationFailed(address: string): void {
+    this.failures?.take(address);
+  }
+}
+
+/** What a 429 for spent failed authentications says. */
+export const authFailuresMessage = (perMinute: number, retryAfterSeconds: number) =>
+  `Too many failed authentications from this address: at most ${perMinute} a minute. Retry after ${retryAfterSeconds} s.`;

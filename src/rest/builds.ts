@@ -1,0 +1,67 @@
+import { Readable } from "node:stream";
+import { Hono } from "hono";
+import { z } from "zod";
+import type { Core } from "../core/index.js";
+import { type Env, iso, pathParams } from "./http.js";
+
+const idParam = z.object({ deployment_id: z.uuid() });
+
+/** Answers that carry a credential are never cached, nor kept by Idempotency-Key. */
+const NO_STORE = { "Cache-Control": "no-store" };
+
+/**
+ * What the command-line tool's deploy asks for before it builds: a push token for the registry
+ * (image path) or a signed upload URL (remote build), and the registry's token server.
+ */
+export function buildRoutes(core: Core) {
+  return new Hono<Env>()
+    .post("/v2/deployments/:deployment_id/push-token", async (c) => {
+      const { deployment_id } = pathParams(c, idParam);
+      const issued = await core.pushTokens.create(c.var.tenant, deployment_id);
+      return c.json({ token: issued.token, registry_url: issued.registryUrl, expires_at: iso(issued.expiresAt) }, 200, NO_STORE);
+    })
+    .post("/v2/deployments/:deployment_id/upload-url", async (c) => {
+      const { deployment_id } = pathParams(c, idParam);
+      const issued = await core.uploads.issue(c.var.tenant, deployment_id, new URL(c.req.url).origin);
+      return c.json({ upload_url: issued.uploadUrl, object_path: issued.objectPath, expires_at: iso(issued.expiresAt) }, 200, NO_STORE);
+    })
+    // The registry's `auth.token.realm`: authenticated by the push token (Basic), not an API key.
+    .get("/registry/token", async (c) => {
+      try {
+        const issued = await core.pushTokens.exchange({
+          authorization: c.req.header("authorization") ?? null,
+          service: c.req.query("service") ?? null,
+          scopes: c.req.queries("scope") ?? [],
+        });
+        return c.json(
+          { token: issued.token, access_token: issued.token, expires_in: issued.expiresIn, issued_at: iso(issued.issuedAt) },
+          200,
+          NO_STORE,
+        );
+      } catch (err) {
+        // A client that sent no (or wrong) Basic credentials is told which scheme to use.
+        c.header("WWW-Authenticate", 'Basic realm="registry token server"');
+        throw err;
+      }
+    });
+}
+
+/**
+ * PUT <upload_url>: outside the API's authentication (the URL's signature is the credential) and
+ * outside the global body limit: uploads have their own (200 MiB), counted as the body streams in.
+ */
+export function uploadRoutes(core: Core) {
+  return new Hono().put("/uploads/:deployment_id/:file", async (c) => {
+    const length = c.req.header("content-length");
+    const stored = await core.uploads.receive({
+      objectPath: `uploads/${c.req.param("deployment_id")}/${c.req.param("file")}`,
+      expires: c.req.query("expires") ?? null,
+      signature: c.req.query("signature") ?? null,
+      contentType: c.req.header("content-type") ?? null,
+      contentLength: length !== undefined && /^\d{1,15}$/.test(length) ? Number(length) : null,
+      lengthRange: c.req.header("x-goog-content-length-range") ?? null,
+      body: c.req.raw.body ? Readable.fromWeb(c.req.raw.body as import("node:stream/web").ReadableStream<Uint8Array>) : null,
+    });
+    return c.json({ object_path: stored.objectPath, size_bytes: stored.sizeBytes, sha256: stored.sha256 });
+  });
+}

@@ -1,0 +1,106 @@
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { freePort, reaped } from "../support/processes.js";
+
+/**
+ * `npm start` as a container (`CMD npm start`) or a supervisor runs it: npm, the shell npm runs the
+ * script with, node running scripts/start.mjs, which imports the bundled server. A signal sent to npm
+ * alone (not to its process group) must reach the server, which drains, says "stopped" and exits,
+ * leaving no process behind and the port free; and should npm die without passing anything on, the
+ * server notices and stops all the same.
+ */
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Every live descendant of `pid` (ps: the whole tree, read once). */
+function descendants(pid: number): number[] {
+  const table = execFileSync("ps", ["-e", "-o", "pid=,ppid="], { encoding: "utf8" })
+    .trim()
+    .split("\n")
+    .map((line) => line.trim().split(/\s+/).map(Number) as [number, number]);
+  const out: number[] = [];
+  const walk = (parent: number) => {
+    for (const [child, ppid] of table) {
+      if (ppid === parent) {
+        out.push(child);
+        walk(child);
+      }
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/** Running: it exists and is not a zombie (exited, waiting for whoever adopted it to reap it). */
+const alive = (pid: number) => {
+  try {
+    return ps(pid).trim() !== "" && !ps(pid).includes("Z");
+  } catch {
+    return false;
+  }
+};
+const ps = (pid: number) => execFileSync("ps", ["-o", "stat=", "-p", String(pid)], { encoding: "utf8" });
+
+const portOpen = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => (socket.destroy(), resolve(true)));
+    socket.once("error", () => resolve(false));
+  });
+
+async function npmStart(detached: boolean) {
+  const port = await freePort();
+  const dataDir = mkdtempSync(join(tmpdir(), "dcp-npm-start-"));
+  dirs.push(dataDir);
+  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: "memory://", DATA_DIR: dataDir, LOG_LEVEL: "info" };
+  for (const name of ["TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER"]) delete env[name];
+  const npm = reaped(spawn("npm", ["start", "--silent"], { cwd: ROOT, env, detached, stdio: ["ignore", "pipe", "pipe"] }));
+  let output = "";
+  npm.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+  npm.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+  // 'close': every process holding npm's stdout and stderr (its children too) has let go of them.
+  const closed = new Promise<void>((resolve) => npm.once("close", () => resolve()));
+  const deadline = Date.now() + 90_000;
+  while (!/"msg":"ready"/.test(output)) {
+    if (Date.now() > deadline || npm.exitCode !== null) throw new Error(`npm start was not ready:\n${output}`);
+    await sleep(100);
+  }
+  return { npm, port, closed, output: () => output, tree: descendants(npm.pid!) };
+}
+
+describe("signals to `npm start`", () => {
+  const cases: [string, boolean, NodeJS.Signals][] = [
+    ["SIGTERM to npm, started as its own process group's leader", true, "SIGTERM"],
+    ["SIGTERM to npm, started in the test's process group", false, "SIGTERM"],
+    ["SIGINT to npm", true, "SIGINT"],
+    ["SIGKILL to npm: nothing is passed on, the server notices its parent gone", true, "SIGKILL"],
+  ];
+  for (const [what, detached, signal] of cases) {
+    it(`${what}: the server drains, logs "stopped", and no process is left holding the port`, async () => {
+      const run = await npmStart(detached);
+      expect(run.tree.length).toBeGreaterThan(0);
+      expect(await portOpen(run.port)).toBe(true);
+      process.kill(run.npm.pid!, signal);
+      const outcome = await Promise.race([run.closed.then(() => "closed"), sleep(30_000).then(() => "still running")]);
+      // A process that closed its output may take a moment more to be gone.
+      for (let i = 0; i < 50 && run.tree.some(alive); i++) await sleep(100);
+      const left = run.tree.filter(alive);
+      for (const pid of left) process.kill(pid, "SIGKILL");
+      expect(outcome, run.output()).toBe("closed");
+      expect(left, run.output()).toEqual([]);
+      expect(run.output()).toMatch(/"msg":"draining"/);
+      expect(run.output()).toMatch(/"msg":"stopped"/);
+      expect(await portOpen(run.port)).toBe(false);
+    }, 150_000);
+  }
+});

@@ -1,0 +1,139 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { subscribeSse, subscribeWs, wsClient } from "./live.js";
+import { globalId, gql } from "./support.js";
+
+/**
+ * How GraphQL tells and logs what went wrong: a lost database is SERVICE_UNAVAILABLE with
+ * Retry-After, as REST's 503 is; a client's mistake is logged at info, without a stack, over HTTP,
+ * SSE and graphql-ws (any client could otherwise flood the error log); only a real fault is logged at
+ * error level, with its stack.
+ */
+
+let t: TestApp;
+let ws: NewWorkspace;
+let url: string;
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  url = await t.app.start();
+  ws = await t.workspace();
+});
+afterAll(() => t.close());
+
+const lostDatabase = () => Object.assign(new Error("Connection terminated unexpectedly"), { code: "57P01" });
+
+/** The log lines written while fn ran, parsed. */
+async function logged(fn: () => Promise<void>): Promise<{ level: number; msg: string; err?: { stack?: string } }[]> {
+  const from = t.guard.logLines.length;
+  await fn();
+  // A stream's last log line may follow its answer by a tick.
+  await new Promise((r) => setTimeout(r, 50));
+  return t.guard.logLines.slice(from).map((line) => JSON.parse(line));
+}
+
+const ERROR = 50;
+const WARN = 40;
+
+describe("SERVICE_UNAVAILABLE", () => {
+  it("over HTTP: 503 with Retry-After, and retryAfter in the error's extensions", async () => {
+    vi.spyOn(t.app.core.graph, "workspace").mockRejectedValueOnce(lostDatabase());
+    const res = await gql(t, ws.apiKey, `{ viewer { id } }`);
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe("1");
+    expect(res.errors).toEqual([
+      expect.objectContaining({ message: expect.stringContaining("retry"), extensions: { code: "SERVICE_UNAVAILABLE", retryAfter: 1 } }),
+    ]);
+  });
+
+  it("when authentication cannot reach the database: the same", async () => {
+    vi.spyOn(t.app.core.auth, "authenticate").mockRejectedValueOnce(lostDatabase());
+    const res = await gql(t, ws.apiKey, `{ viewer { id } }`);
+    expect(res.status).toBe(503);
+    expect(res.headers.get("retry-after")).toBe("1");
+    expect(res.errors).toEqual([expect.objectContaining({ extensions: { code: "SERVICE_UNAVAILABLE", retryAfter: 1 } })]);
+  });
+
+  it("over graphql-ws: retryAfter in the error's extensions; logged as a warning, not an error", async () => {
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const lines = await logged(async () => {
+        vi.spyOn(t.app.core.graph, "workspace").mockRejectedValueOnce(lostDatabase());
+        const sub = subscribeWs(client, `{ viewer { id } }`, {});
+        await sub.done;
+        expect(sub.messages[0]!.errors).toEqual([expect.objectContaining({ extensions: { code: "SERVICE_UNAVAILABLE", retryAfter: 1 } })]);
+      });
+      expect(lines.filter((l) => l.level >= ERROR)).toEqual([]);
+      expect(lines.filter((l) => l.level === WARN)).toHaveLength(1);
+    } finally {
+      await client.dispose();
+    }
+  });
+});
+
+describe("a client's mistakes are not errors of the service", () => {
+  const unknownRevision = () => globalId("Revision", randomUUID());
+  const SUBSCRIPTION = `subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`;
+
+  const expectQuiet = (lines: { level: number; msg: string; err?: { stack?: string } }[], what: string) => {
+    expect(lines.filter((l) => l.level >= WARN), what).toEqual([]);
+    for (const line of lines) expect(line.err?.stack, `${what}: ${JSON.stringify(line)}`).toBeUndefined();
+  };
+
+  it("over HTTP: bad variables, an invalid document, a NOT_FOUND: info at most, no stack", async () => {
+    const mistakes: [string, string, Record<string, unknown>][] = [
+      ["bad variables", `query($n: Int) { deployments(first: $n) { totalCount } }`, { n: "many" }],
+      ["an invalid document", `{ nope }`, {}],
+      ["a NOT_FOUND", `mutation($id: ID!) { revisionInterrupt(id: $id) { revision { id } userErrors { code } } }`, { id: "bad" }],
+      ["a subscription on POST without SSE", SUBSCRIPTION, { id: unknownRevision() }],
+    ];
+    for (const [what, query, variables] of mistakes) {
+      const lines = await logged(async () => {
+        const res = await gql(t, ws.apiKey, query, variables);
+        expect(res.status, what).toBeLessThan(500);
+      });
+      expectQuiet(lines, what);
+    }
+  });
+
+  it("over SSE: a subscription to a revision that does not exist", async () => {
+    const lines = await logged(async () => {
+      const sub = subscribeSse(t, ws.apiKey, SUBSCRIPTION, { id: unknownRevision() });
+      await sub.done;
+      expect(sub.messages[0]!.errors).toEqual([expect.objectContaining({ extensions: expect.objectContaining({ code: "NOT_FOUND" }) })]);
+    });
+    expectQuiet(lines, "SSE");
+    expect(lines.some((l) => l.level === 30 && /NOT_FOUND/.test(JSON.stringify(l)))).toBe(true);
+  });
+
+  it("over graphql-ws: a subscription to a revision that does not exist", async () => {
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const lines = await logged(async () => {
+        const sub = subscribeWs(client, SUBSCRIPTION, { id: unknownRevision() });
+        const outcome = await sub.done.then(
+          () => sub.messages,
+          (errors: unknown) => errors,
+        );
+        expect(JSON.stringify(outcome)).toContain("NOT_FOUND");
+      });
+      expectQuiet(lines, "graphql-ws");
+      expect(lines.some((l) => l.level === 30 && /NOT_FOUND/.test(JSON.stringify(l)))).toBe(true);
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it("while a real fault is an error, with its stack", async () => {
+    vi.spyOn(t.app.core.graph, "workspace").mockRejectedValueOnce(new Error("boom: a bug"));
+    const lines = await logged(async () => {
+      const res = await gql(t, ws.apiKey, `{ viewer { id } }`);
+      expect(res.errors?.[0]?.extensions?.code).toBe("INTERNAL_SERVER_ERROR");
+    });
+    const errors = lines.filter((l) => l.level >= ERROR);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]!.err?.stack).toContain("boom: a bug");
+  });
+});

@@ -1,0 +1,145 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { type Received, subscribeSse, subscribeWs, until, wsClient } from "../graphql/live.js";
+import { countSql } from "../graphql/sql-count.js";
+import { globalId } from "../graphql/support.js";
+import { newDeployment, stored, type Target, write } from "./support.js";
+
+/** revisionLogAppended: the tail of a log, then every new line, live, over graphql-ws and SSE. */
+
+const LOG = /* GraphQL */ `subscription($id: ID!, $kind: LogKind!, $tail: Int) { revisionLogAppended(revisionId: $id, kind: $kind, tail: $tail) { id timestamp level message } }`;
+
+let t: TestApp;
+let url: string;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_STEP_MS: "15", RATE_LIMIT_PER_MINUTE: "0" });
+  url = await t.app.start();
+  ws = await t.workspace();
+});
+afterAll(() => t.close());
+
+const ids = (messages: Received[]) => messages.map((m) => m.data?.revisionLogAppended?.id);
+const texts = (messages: Received[]) => messages.map((m) => m.data?.revisionLogAppended?.message);
+const vars = (x: Target, kind: "BUILD" | "DEPLOY", tail?: number) => ({ id: globalId("Revision", x.revisionId), kind, ...(tail !== undefined && { tail }) });
+
+/** A managed revision whose pipeline waits until the test lets the worker go. */
+async function pausedRevision(): Promise<Target> {
+  await t.app.worker!.stop();
+  return newDeployment(t, ws.apiKey, { source: "internal_container", source_revision_config: { image_uri: "r.example/agent:1" } });
+}
+
+describe("while the pipeline works", () => {
+  it("over graphql-ws: every line of both logs in order, then completes after the final status line", async () => {
+    const x = await pausedRevision();
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const build = subscribeWs(client, LOG, vars(x, "BUILD"));
+      const deploy = subscribeWs(client, LOG, vars(x, "DEPLOY"));
+      await until(() => build.messages.length === 1, "the build log's tail");
+      t.app.worker!.start();
+      await Promise.all([build.done, deploy.done]);
+      expect(ids(build.messages)).toEqual((await stored(t, x.revisionId, "build")).map((l) => l.id));
+      expect(ids(deploy.messages)).toEqual((await stored(t, x.revisionId, "deploy")).map((l) => l.id));
+      expect(texts(build.messages)[0]).toBe("[CREATING] Revision created");
+      expect(texts(build.messages)).toContain("[BUILDING] Building the image");
+      expect(texts(deploy.messages).at(-1)).toBe("[DEPLOYED] Deployed");
+      expect(build.messages.length).toBeGreaterThan(10);
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it("over SSE: the same, line for line", async () => {
+    const x = await pausedRevision();
+    const sse = subscribeSse(t, ws.apiKey, LOG, vars(x, "DEPLOY", 0));
+    const build = subscribeSse(t, ws.apiKey, LOG, vars(x, "BUILD"));
+    await until(() => build.messages.length === 1, "the build log's tail");
+    t.app.worker!.start();
+    await Promise.all([sse.done, build.done]);
+    expect(ids(sse.messages)).toEqual((await stored(t, x.revisionId, "deploy")).map((l) => l.id));
+    expect(ids(build.messages)).toEqual((await stored(t, x.revisionId, "build")).map((l) => l.id));
+    expect(texts(sse.messages).at(-1)).toBe("[DEPLOYED] Deployed");
+  });
+});
+
+describe("the tail", () => {
+  it("is the last `tail` lines (100 by default), then new lines; a finished revision's ends there", async () => {
+    await t.app.worker!.stop();
+    const x = await newDeployment(t, ws.apiKey);
+    await write(t, x, Array.from({ length: 149 }, (_, i) => ({ message: `old ${i}` })));
+    const all = await stored(t, x.revisionId);
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const five = subscribeWs(client, LOG, vars(x, "BUILD", 5));
+      const none = subscribeWs(client, LOG, vars(x, "BUILD", 0));
+      const standard = subscribeWs(client, LOG, vars(x, "BUILD"));
+      await until(() => five.messages.length === 5 && standard.messages.length === 100, "the tails");
+      expect(ids(five.messages)).toEqual(all.slice(-5).map((l) => l.id));
+      expect(ids(standard.messages)).toEqual(all.slice(-100).map((l) => l.id));
+      expect(none.messages).toEqual([]);
+      await write(t, x, [{ message: "new" }]);
+      const interrupt = await t.request("POST", `/v2/deployments/${x.deploymentId}/revisions/${x.revisionId}/interrupt`, { key: ws.apiKey });
+      expect(interrupt.status).toBe(200);
+      await Promise.all([five.done, none.done, standard.done]);
+      expect(texts(none.messages)).toEqual(["new", "[INTERRUPTED] Interrupted by a user"]);
+      expect(texts(five.messages).slice(5)).toEqual(["new", "[INTERRUPTED] Interrupted by a user"]);
+
+      // The revision has ended: a new subscriber gets the tail, and the stream completes.
+      const late = subscribeWs(client, LOG, vars(x, "BUILD", 2));
+      await late.done;
+      expect(texts(late.messages)).toEqual(["new", "[INTERRUPTED] Interrupted by a user"]);
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it("is refused outside 0 to 1000, as is a revision that is not there", async () => {
+    const x = await newDeployment(t, ws.apiKey);
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const big = subscribeWs(client, LOG, vars(x, "BUILD", 1001));
+      await big.done;
+      expect(big.messages).toEqual([{ errors: [expect.objectContaining({ extensions: expect.objectContaining({ code: "BAD_USER_INPUT" }) })] }]);
+      const missing = subscribeWs(client, LOG, { id: globalId("Revision", "00000000-0000-4000-8000-000000000001"), kind: "BUILD" });
+      await missing.done;
+      expect(missing.messages).toEqual([{ errors: [expect.objectContaining({ extensions: { code: "NOT_FOUND" } })] }]);
+    } finally {
+      await client.dispose();
+    }
+  });
+});
+
+describe("subscribers of one log share one feed", () => {
+  /** Subscribes `n` times to one log, writes one batch of lines, and counts the SQL of the write and its delivery. */
+  async function statementsForOneBatch(n: number): Promise<number> {
+    await t.app.worker!.stop(); // its polling would be counted too
+    const x = await newDeployment(t, ws.apiKey);
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const subs = Array.from({ length: n }, () => subscribeWs(client, LOG, vars(x, "BUILD")));
+      await until(() => subs.every((s) => s.messages.length === 1), `${n} subscribers' tails`);
+      const sql = countSql();
+      try {
+        await write(t, x, [{ message: "one" }, { message: "two" }, { message: "three" }]);
+        await until(() => subs.every((s) => s.messages.length === 4), "every subscriber's new lines");
+        for (const s of subs) expect(texts(s.messages).slice(1)).toEqual(["one", "two", "three"]);
+        return sql.count;
+      } finally {
+        sql.restore();
+      }
+    } finally {
+      await client.dispose();
+    }
+  }
+
+  it("a batch of new lines costs the same SQL statements for 40 subscribers as for one: one read", async () => {
+    const none = await statementsForOneBatch(0); // the write alone (and its NOTIFY on PostgreSQL)
+    const one = await statementsForOneBatch(1);
+    const many = await statementsForOneBatch(40);
+    expect(one - none).toBe(1);
+    expect(many).toBe(one);
+  });
+});

@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LogSweeper, trimRevisionLogs } from "../../src/core/log-retention.js";
+import { cleanMessage, logKindOf, LogWriter, MAX_MESSAGE_LENGTH, MAX_STEP_LINES, statusLine } from "../../src/core/log-writer.js";
+import { parseInstant } from "../../src/core/schemas/logs.js";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { routeFor } from "../../src/pipeline/machine.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { newDeployment, stored, type Target, write } from "./support.js";
+
+let t: TestApp;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  ws = await t.workspace();
+});
+afterAll(() => t.close());
+
+const revisionOf = (x: Target) => t.app.db.prisma.revision.findUniqueOrThrow({ where: { id: x.revisionId } });
+const stepLog = async (x: Target) => new LogWriter(t.app.core.deps, t.app.logger).stepLog(await revisionOf(x), "build");
+
+describe("a step's log", () => {
+  it("masks the revision's secret values, plain, JSON-escaped or base64, but not values too short to find", async () => {
+    const secret = t.guard.secret('tok-"quoted"-0123456789');
+    const x = await newDeployment(t, ws.apiKey, { secrets: [{ name: "TOKEN", value: secret }, { name: "SHORT", value: "abc" }] });
+    const log = await stepLog(x);
+    log.info(`export TOKEN=${secret}`);
+    log.warning(`{"TOKEN": ${JSON.stringify(secret)}}`);
+    log.error(`auth: ${Buffer.from(secret).toString("base64")}`);
+    log.debug("abc stays");
+    await log.close();
+    const messages = (await stored(t, x.revisionId)).slice(1).map((l) => l.message);
+    expect(messages).toEqual(["export TOKEN=********", '{"TOKEN": "********"}', "auth: ********", "abc stays"]);
+  });
+
+  it("stores lines in order, all of them by close(), and none after", async () => {
+    const x = await newDeployment(t, ws.apiKey);
+    const log = await stepLog(x);
+    for (let i = 0; i < 1200; i++) log.info(`line ${i}`);
+    await new Promise((r) => setTimeout(r, 1));
+    log.info("after a pause");
+    await log.close();
+    log.info("after close");
+    const messages = (await stored(t, x.revisionId)).slice(1).map((l) => l.message);
+    expect(messages).toEqual([...Array.from({ length: 1200 }, (_, i) => `line ${i}`), "after a pause"]);
+  });
+
+  it("keeps at most MAX_STEP_LINES lines of one step, and says how many it left out", async () => {
+    const x = await newDeployment(t, ws.apiKey);
+    const log = await stepLog(x);
+    for (let i = 0; i < MAX_STEP_LINES + 25; i++) log.info(`l${i}`);
+    await log.close();
+    const lines = await stored(t, x.revisionId);
+    expect(lines).toHaveLength(1 + MAX_STEP_LINES + 1);
+    expect(lines.at(-2)!.message).toBe(`l${MAX_STEP_LINES - 1}`);
+    expect(lines.at(-1)!.message).toBe(`25 more lines of this step were left out: a step keeps at most ${MAX_STEP_LINES} lines`);
+  });
+
+  it("writes nothing more once abandoned (its result is thrown away)", async () => {
+    const x = await newDeployment(t, ws.apiKey);
+    const log = await stepLog(x);
+    log.info("never stored");
+    log.abandon();
+    await new Promise((r) => setTimeout(r, 20));
+    expect((await stored(t, x.revisionId)).map((l) => l.message)).toEqual(["[CREATING] Revision created"]);
+  });
+});
+
+describe("messages", () => {
+  it("are stored as PostgreSQL text can hold them, and cut when overlong", async () => {
+    expect(cleanMessage("a\u0000b\ud800c\ud83d\ude00")).toBe("a\uFFFDb\uFFFDc\ud83d\ude00");
+    const long = cleanMessage("x".repeat(MAX_MESSAGE_LENGTH + 10));
+    expect(long).toBe(`${"x".repeat(MAX_MESSAGE_LENGTH)}… (10 more characters left out)`);
+    const x = await newDeployment(t, ws.apiKey);
+    expect(await write(t, x, [{ message: "nul\u0000here" }])).toBe(1);
+    expect((await stored(t, x.revisionId)).at(-1)!.message).toBe("nul\uFFFDhere");
+  });
+});
+
+describe("status lines", () => {
+  const built = routeFor("internal_source");
+  const image = routeFor("external_container");
+
+  it("go to the log of the phase the revision is in, failures as errors", () => {
+    expect(statusLine(built, "CREATING", "QUEUED", "Queued")).toEqual({ kind: "build", level: "INFO", message: "[QUEUED] Queued" });
+    expect(statusLine(built, "BUILDING", "BUILD_FAILED", "why")).toEqual({ kind: "build", level: "ERROR", message: "[BUILD_FAILED] why" });
+    expect(statusLine(built, "DEPLOYING", "DEPLOY_FAILED", "why")).toMatchObject({ kind: "deploy", level: "ERROR" });
+    expect(statusLine(built, "DEPLOYING", "INTERRUPTED", "stop")).toMatchObject({ kind: "deploy", level: "WARNING" });
+    expect(statusLine(built, "QUEUED", "SKIPPED", "newer")).toMatchObject({ kind: "build", level: "WARNING" });
+    expect(logKindOf("QUEUED", image)).toBe("deploy");
+    expect(logKindOf("AWAITING_DEPLOY", built)).toBe("deploy");
+  });
+});
+
+describe("retention", () => {
+  it("sweeps lines older than the retention period, and keeps the newest lines of an ended revision", async () => {
+    const x = await newDeployment(t, ws.apiKey);
+    await write(t, x, Array.from({ length: 12 }, (_, i) => ({ message: `old ${i}` })));
+    await write(t, x, [{ kind: "deploy", message: "recent" }]);
+    await t.app.db.sql.query(`UPDATE revision_logs SET "timestamp" = "timestamp" - interval '31 days' WHERE revision_id = $1 AND message LIKE 'old %'`, [x.revisionId]);
+    const sweeper = new LogSweeper(t.app.db.prisma, t.app.logger, 30 * 24 * 3_600_000);
+    expect(await sweeper.sweep()).toBeGreaterThanOrEqual(12);
+    expect((await stored(t, x.revisionId)).map((l) => l.message)).toEqual(["[CREATING] Revision created"]);
+    expect((await stored(t, x.revisionId, "deploy")).map((l) => l.message)).toEqual(["recent"]);
+
+    await write(t, x, Array.from({ length: 8 }, (_, i) => ({ message: `new ${i}` })));
+    const trimmed = await t.app.db.prisma.$transaction((tx) => trimRevisionLogs(tx, x.revisionId, 3));
+    expect(trimmed).toBe(9 - 3);
+    expect((await stored(t, x.revisionId)).map((l) => l.message)).toEqual(["new 5", "new 6", "new 7"]);
+    expect((await stored(t, x.revisionId, "deploy")).map((l) => l.message)).toEqual(["recent"]);
+  });
+});
+
+describe("instants clients send", () => {
+  it("are ISO 8601 date-times in any offset and precision, dates, or epoch milliseconds", () => {
+    const at = Date.UTC(2026, 2, 8, 12, 30, 15, 123);
+    for (const text of ["2026-03-08T12:30:15.123Z", "2026-03-08T12:30:15.123456+00:00", "2026-03-08T14:30:15.123+02:00", "2026-03-08T12:30:15.1239", "2026-03-08 12:30:15.123z", "2026-03-08T07:00:15.123-0530"]) {
+      expect(parseInstant(text)?.getTime(), text).toBe(at);
+    }
+    expect(parseInstant(at)?.getTime()).toBe(at);
+    expect(parseInstant("2026-03-08")?.getTime()).toBe(Date.UTC(2026, 2, 8));
+    for (const bad of ["2026-13-01T00:00:00Z", "2026-02-29T00:00:00Z", "2026-03-08T24:00:00Z", "2026-03-08T00:00:00+25:00", "now", ""]) {
+      expect(parseInstant(bad), bad).toBeNull();
+    }
+  });
+});

@@ -1,0 +1,223 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { accessTokenOf, addProvider, authorize, OAUTH_ENV, pathOf, TOKEN_ANSWERS } from "../support/oauth.js";
+import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
+
+/**
+ * Every authorization-code flow against a real OpenID provider (oidc-provider on 127.0.0.1): the
+ * consent, the callback, the code exchange with PKCE, waiting across the bus, handing the token
+ * out again, and each way a flow can fail, each a clear error that stores nothing.
+ */
+
+let t: TestApp;
+let server: OAuthServer;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  server = await startOAuthServer();
+  t = await startTestApp({ ...OAUTH_ENV, PIPELINE_WORKER: "off" });
+  ws = await t.workspace();
+  await addProvider(t, server, ws.apiKey, "idp");
+});
+afterAll(async () => {
+  await t?.close();
+  await server?.close();
+});
+
+const tokenCount = async () => t.app.db.prisma.oAuthToken.count();
+
+describe("the authorization-code flow", () => {
+  it("starts with a URL to open, completes at the callback, and hands the token to the waiter", async () => {
+    const started = await t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: "idp", scopes: ["openid", "email", "repo"] } });
+    expect(started.status, started.text).toBe(200);
+    expect(started.body).toMatchObject({ status: "pending", auth_id: expect.stringMatching(/^[0-9a-f-]{36}$/), token: null });
+    const url = new URL(started.body.url);
+    expect(`${url.origin}${url.pathname}`).toBe(`${server.issuer}/auth`);
+    expect(Object.fromEntries(url.searchParams)).toMatchObject({
+      response_type: "code",
+      redirect_uri: "http://test/v2/auth/callback/idp",
+      scope: "openid email repo",
+      code_challenge_method: "S256",
+      code_challenge: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+      state: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+    });
+
+    // A waiter is parked before the user has even opened the URL.
+    const waiting = t.request("GET", `/v2/auth/wait/${started.body.auth_id}?timeout=30`, { key: ws.apiKey });
+    const pending = await t.request("GET", `/v2/auth/wait/${started.body.auth_id}?timeout=0`, { key: ws.apiKey });
+    expect(pending.body).toEqual({ status: "pending", token: null });
+
+    const back = await server.follow(started.body.url, { account: "alice" });
+    expect(back.searchParams.get("code")).toBeTruthy();
+    const callback = await t.request("GET", pathOf(back));
+    expect(callback.status, callback.text).toBe(200);
+    expect(callback.body).toEqual({ status: "completed", auth_id: started.body.auth_id, provider_id: "idp", token_id: expect.any(String) });
+
+    const waited = await waiting;
+    expect(waited.status, waited.text).toBe(200);
+    expect(waited.body).toEqual({ status: "completed", token: expect.any(String) });
+    t.guard.secret(waited.body.token, { shownIn: TOKEN_ANSWERS });
+    expect(server.grants).toContain("authorization_code");
+
+    // The next authenticate hands out the same token without a new flow.
+    const again = await t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: "idp", scopes: ["repo"] } });
+    expect(again.body).toMatchObject({ status: "completed", token: waited.body.token, auth_id: null, url: null });
+    expect(again.body.metadata).toMatchObject({ token_id: callback.body.token_id, provider_id: "idp" });
+
+    const listed = await t.request("GET", "/v2/auth/tokens?provider_id=idp", { key: ws.apiKey });
+    expect(listed.body).toEqual([
+      {
+        id: callback.body.token_id,
+        provider_id: "idp",
+        provider_account_label: "alice@example.test",
+        scopes: ["openid", "email", "repo"],
+        expires_at: expect.any(String),
+        is_default: true,
+        created_at: expect.any(String),
+        updated_at: expect.any(String),
+      },
+    ]);
+    // Stored sealed: the row holds ciphertext, never the value handed out.
+    const row = await t.app.db.prisma.oAuthToken.findUniqueOrThrow({ where: { id: callback.body.token_id } });
+    expect(row.accessToken).not.toContain(waited.body.token);
+    expect(row.refreshToken).toMatch(/^v1\./);
+  });
+
+  it("asks again for scopes the stored token lacks, and keeps both tokens", async () => {
+    const mine = await t.workspace();
+    await addProvider(t, server, mine.apiKey, "idp");
+    await authorize(t, server, mine.apiKey, "idp", ["openid"]);
+    const more = await t.request("POST", "/v2/auth/authenticate", { key: mine.apiKey, body: { provider: "idp", scopes: ["openid", "read:user"] } });
+    expect(more.body.status).toBe("pending");
+    const back = await server.follow(more.body.url);
+    expect((await t.request("GET", pathOf(back))).status).toBe(200);
+    const tokens = (await t.request("GET", "/v2/auth/tokens", { key: mine.apiKey })).body;
+    expect(tokens.map((x: { scopes: string[]; is_default: boolean }) => [x.scopes, x.is_default])).toEqual([
+      [["openid", "read:user"], true],
+      [["openid"], false],
+    ]);
+    const token = await accessTokenOf(t, mine.apiKey, "idp", ["read:user"]);
+    expect(token).toEqual(expect.any(String));
+  });
+
+  it("finalizes through POST /v2/auth/callback with the code and state, for the caller's own flow only", async () => {
+    const mine = await t.workspace();
+    await addProvider(t, server, mine.apiKey, "idp");
+    const started = await t.request("POST", "/v2/auth/authenticate", { key: mine.apiKey, body: { provider: "idp", scopes: ["repo"] } });
+    const back = await server.follow(started.body.url);
+    const body = { code: back.searchParams.get("code"), state: back.searchParams.get("state") };
+    const intruder = await t.workspace();
+    const stolen = await t.request("POST", "/v2/auth/callback/idp", { key: intruder.apiKey, body });
+    expect(stolen.status).toBe(400);
+    expect(stolen.body).toEqual({ detail: expect.stringMatching(/^Unknown or already used state/) });
+    const done = await t.request("POST", "/v2/auth/callback/idp", { key: mine.apiKey, body });
+    expect(done.status, done.text).toBe(200);
+    expect(done.body).toMatchObject({ status: "completed", auth_id: started.body.auth_id, provider_id: "idp" });
+  });
+});
+
+describe("waiting", () => {
+  it("ends a long-poll when the service stops, instead of holding the shutdown", async () => {
+    const other = await startTestApp({ ...OAUTH_ENV, PIPELINE_WORKER: "off" });
+    const mine = await other.workspace();
+    await addProvider(other, server, mine.apiKey, "idp");
+    const started = await other.request("POST", "/v2/auth/authenticate", { key: mine.apiKey, body: { provider: "idp", scopes: [] } });
+    const waiting = other.request("GET", `/v2/auth/wait/${started.body.auth_id}?timeout=600`, { key: mine.apiKey });
+    await other.close();
+    expect((await waiting).body).toEqual({ status: "timeout", token: null });
+  });
+});
+
+describe("a flow that fails stores nothing and says why", () => {
+  async function start(key: string) {
+    const res = await t.request("POST", "/v2/auth/authenticate", { key, body: { provider: "idp", scopes: ["repo"], force_new: true } });
+    expect(res.body.status).toBe("pending");
+    return res.body as { url: string; auth_id: string };
+  }
+
+  it("refuses a wrong state", async () => {
+    const before = await tokenCount();
+    const flow = await start(ws.apiKey);
+    const back = await server.follow(flow.url);
+    back.searchParams.set("state", "not-the-state");
+    const res = await t.request("GET", pathOf(back));
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ detail: expect.stringMatching(/^Unknown or already used state/) });
+    expect(await tokenCount()).toBe(before);
+    // The flow itself is still waiting for its real callback.
+    expect((await t.request("GET", `/v2/auth/wait/${flow.auth_id}?timeout=0`, { key: ws.apiKey })).body.status).toBe("pending");
+  });
+
+  it("refuses a replayed callback (single-use state) and a replayed code (the provider refuses it)", async () => {
+    const first = await start(ws.apiKey);
+    const back = await server.follow(first.url);
+    expect((await t.request("GET", pathOf(back))).status).toBe(200);
+    const before = await tokenCount();
+
+    const replayed = await t.request("GET", pathOf(back));
+    expect(replayed.status).toBe(400);
+    expect(replayed.body.detail).toMatch(/has already been used \(state is single use\)/);
+
+    // The same code with another flow's state: the provider refuses a code it has already exchanged.
+    const second = await start(ws.apiKey);
+    const secondBack = await server.follow(second.url);
+    const forged = new URL(back);
+    forged.searchParams.set("state", secondBack.searchParams.get("state")!);
+    const res = await t.request("GET", pathOf(forged));
+    expect(res.status).toBe(400);
+    expect(res.body.detail).toMatch(/the provider refused \(invalid_grant/);
+    expect(await tokenCount()).toBe(before);
+    const waited = await t.request("GET", `/v2/auth/wait/${second.auth_id}?timeout=1`, { key: ws.apiKey });
+    expect(waited.status).toBe(400);
+    expect(waited.body.detail).toMatch(new RegExp(`^Authorization ${second.auth_id} failed: .*invalid_grant`));
+  });
+
+  it("refuses the callback of an expired flow", async () => {
+    const before = await tokenCount();
+    const flow = await start(ws.apiKey);
+    const back = await server.follow(flow.url);
+    // Time passes beyond the flow's lifetime.
+    await t.app.db.prisma.oAuthFlow.update({ where: { id: flow.auth_id }, data: { expiresAt: new Date(Date.now() - 1000) } });
+    const res = await t.request("GET", pathOf(back));
+    expect(res.status).toBe(400);
+    expect(res.body.detail).toMatch(new RegExp(`^Authorization ${flow.auth_id} expired at `));
+    expect(await tokenCount()).toBe(before);
+    const waited = await t.request("GET", `/v2/auth/wait/${flow.auth_id}`, { key: ws.apiKey });
+    expect(waited.status).toBe(400);
+    expect(waited.body.detail).toMatch(/expired/);
+  });
+
+  it("answers 502 when the provider is down at the code exchange", async () => {
+    const before = await tokenCount();
+    const flow = await start(ws.apiKey);
+    const back = await server.follow(flow.url);
+    await server.pause();
+    try {
+      const res = await t.request("GET", pathOf(back));
+      expect(res.status).toBe(502);
+      expect(res.body).toEqual({ detail: expect.stringMatching(/the provider did not answer/) });
+    } finally {
+      await server.resume();
+    }
+    expect(await tokenCount()).toBe(before);
+  });
+
+  it("says so when the user denies consent", async () => {
+    const before = await tokenCount();
+    const flow = await start(ws.apiKey);
+    const back = await server.follow(flow.url, { deny: true });
+    expect(back.searchParams.get("error")).toBe("access_denied");
+    const res = await t.request("GET", pathOf(back));
+    expect(res.status).toBe(400);
+    expect(res.body.detail).toMatch(/refused the authorization \(access_denied: The user said no\.\)/);
+    expect(await tokenCount()).toBe(before);
+  });
+
+  it("answers not_found for a flow that is not the caller's", async () => {
+    const flow = await start(ws.apiKey);
+    const other = await t.workspace();
+    expect((await t.request("GET", `/v2/auth/wait/${flow.auth_id}?timeout=0`, { key: other.apiKey })).body).toEqual({ status: "not_found", token: null });
+    expect((await t.request("GET", "/v2/auth/wait/not-a-flow", { key: ws.apiKey })).body).toEqual({ status: "not_found", token: null });
+  });
+});

@@ -1,0 +1,171 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { accessTokenOf, authorize, OAUTH_ENV } from "../support/oauth.js";
+import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
+
+/** Providers configured by hand and discovered from an MCP server (RFC 9728, RFC 8414 / OpenID discovery, RFC 7591). */
+
+let t: TestApp;
+let server: OAuthServer;
+let closed: OAuthServer;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  server = await startOAuthServer();
+  closed = await startOAuthServer({ registration: false });
+  t = await startTestApp({ ...OAUTH_ENV, PIPELINE_WORKER: "off" });
+  ws = await t.workspace();
+});
+afterAll(async () => {
+  await t?.close();
+  await server?.close();
+  await closed?.close();
+});
+
+const base = {
+  provider_id: "github",
+  name: "GitHub",
+  client_id: "Iv1.0123456789",
+  auth_url: "https://github.example/login/oauth/authorize",
+  token_url: "https://github.example/login/oauth/access_token",
+};
+
+describe("providers configured by hand", () => {
+  it("creates, reads, lists, updates and deletes, never showing the client secret", async () => {
+    const mine = await t.workspace();
+    const secret = t.guard.secret();
+    const created = await t.request("POST", "/v2/auth/providers", { key: mine.apiKey, body: { ...base, client_secret: secret, provider_type: "slack" } });
+    expect(created.status, created.text).toBe(200);
+    expect(created.body).toEqual({
+      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      organization_id: mine.organizationId,
+      provider_id: "github",
+      name: "GitHub",
+      client_id: "Iv1.0123456789",
+      auth_url: base.auth_url,
+      token_url: base.token_url,
+      uses_pkce: false,
+      code_challenge_method: "S256",
+      provider_type: "slack",
+      mcp_server_url: null,
+      token_endpoint_auth_method: "client_secret_post",
+      is_dynamic_client: false,
+      created_at: expect.any(String),
+      updated_at: expect.any(String),
+    });
+    expect((await t.request("GET", "/v2/auth/providers/github", { key: mine.apiKey })).body).toEqual(created.body);
+    expect((await t.request("GET", "/v2/auth/providers", { key: mine.apiKey })).body).toEqual([created.body]);
+
+    const updated = await t.request("PATCH", "/v2/auth/providers/github", { key: mine.apiKey, body: { name: "GitHub Enterprise", uses_pkce: true, client_secret: t.guard.secret() } });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toMatchObject({ name: "GitHub Enterprise", uses_pkce: true, client_id: base.client_id });
+    const unchanged = await t.request("PATCH", "/v2/auth/providers/github", { key: mine.apiKey, body: { name: null } });
+    expect(unchanged.status, unchanged.text).toBe(200);
+    expect(unchanged.body.name).toBe("GitHub Enterprise");
+
+    const dup = await t.request("POST", "/v2/auth/providers", { key: mine.apiKey, body: base });
+    expect(dup.status).toBe(409);
+    expect(dup.body).toEqual({ detail: "A provider with provider_id 'github' already exists in this workspace." });
+
+    const deleted = await t.request("DELETE", "/v2/auth/providers/github", { key: mine.apiKey });
+    expect(deleted.status).toBe(200);
+    expect(deleted.body).toEqual({ provider_id: "github", deleted: true, deleted_tokens: 0 });
+    for (const method of ["GET", "PATCH", "DELETE"]) {
+      const res = await t.request(method, "/v2/auth/providers/github", { key: mine.apiKey, body: method === "PATCH" ? { name: "x" } : undefined });
+      expect(res.status, method).toBe(404);
+      expect(res.body).toEqual({ detail: "Provider ID github not found." });
+    }
+  });
+
+  it("validates every field at once and never echoes the client secret", async () => {
+    const secret = t.guard.secret(`${"s".repeat(4097)}-${Date.now()}`);
+    const res = await t.request("POST", "/v2/auth/providers", {
+      key: ws.apiKey,
+      body: { provider_id: "bad id", client_id: 7, client_secret: secret, auth_url: "ftp://x", token_url: "not a url", token_endpoint_auth_method: "magic" },
+    });
+    expect(res.status).toBe(422);
+    expect(res.body.detail.map((d: { loc: string[] }) => d.loc.join("."))).toEqual([
+      "body.provider_id",
+      "body.name",
+      "body.client_id",
+      "body.client_secret",
+      "body.auth_url",
+      "body.token_url",
+      "body.token_endpoint_auth_method",
+    ]);
+    expect(res.body.detail.find((d: { loc: string[] }) => d.loc[1] === "client_secret")).not.toHaveProperty("input");
+    expect((await t.request("GET", "/v2/auth/providers", { key: ws.apiKey })).body).toEqual([]);
+  });
+
+  it("refuses http endpoints unless OAUTH_ALLOW_HTTP is on", async () => {
+    const strict = await startTestApp({ PIPELINE_WORKER: "off" });
+    try {
+      const mine = await strict.workspace();
+      const res = await strict.request("POST", "/v2/auth/providers", { key: mine.apiKey, body: { ...base, auth_url: "http://127.0.0.1:1/auth" } });
+      expect(res.status).toBe(422);
+      expect(res.body.detail).toEqual([expect.objectContaining({ loc: ["body", "auth_url"], msg: "Value error, must be an https URL" })]);
+    } finally {
+      await strict.close();
+    }
+  });
+});
+
+describe("mcp-discover", () => {
+  it("finds the authorization server through RFC 9728, reads its metadata, registers a client, and runs a flow with it", async () => {
+    const mine = await t.workspace();
+    const res = await t.request("POST", "/v2/auth/providers/mcp-discover", { key: mine.apiKey, body: { provider_id: "tools", name: "Tools MCP", mcp_server_url: server.mcpUrl } });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toMatchObject({
+      provider_id: "tools",
+      name: "Tools MCP",
+      client_id: expect.any(String),
+      auth_url: `${server.issuer}/auth`,
+      token_url: `${server.issuer}/token`,
+      uses_pkce: true,
+      code_challenge_method: "S256",
+      mcp_server_url: server.mcpUrl,
+      token_endpoint_auth_method: "client_secret_post",
+      is_dynamic_client: true,
+    });
+    // The client secret the server issued is sealed, never shown.
+    const row = await t.app.db.prisma.oAuthProvider.findFirstOrThrow({ where: { workspaceId: mine.workspaceId, providerId: "tools" } });
+    t.guard.secret(t.app.core.deps.secrets.open(row.clientSecret!));
+    expect(row.revocationUrl).toBe(`${server.issuer}/token/revocation`);
+    expect(row.issuer).toBe(server.issuer);
+
+    // The registered client works: the redirect URI is this service's callback for the provider.
+    const { callback } = await authorize(t, server, mine.apiKey, "tools", ["openid", "offline_access"]);
+    expect(callback.provider_id).toBe("tools");
+    expect(await accessTokenOf(t, mine.apiKey, "tools")).toEqual(expect.any(String));
+  });
+
+  it("falls back to the server's own origin without RFC 9728 metadata, and says when registration is not allowed", async () => {
+    const res = await t.request("POST", "/v2/auth/providers/mcp-discover", { key: ws.apiKey, body: { provider_id: "closed", name: "Closed", mcp_server_url: `${closed.issuer}/other` } });
+    expect(res.status).toBe(400);
+    expect(res.body.detail).toMatch(/does not allow dynamic client registration \(RFC 7591\)/);
+    expect((await t.request("GET", "/v2/auth/providers/closed", { key: ws.apiKey })).status).toBe(404);
+  });
+
+  it("answers 502 when the MCP server cannot be reached, 400 when it publishes no metadata, and stores nothing", async () => {
+    await closed.pause();
+    try {
+      const down = await t.request("POST", "/v2/auth/providers/mcp-discover", { key: ws.apiKey, body: { provider_id: "down", name: "Down", mcp_server_url: `${closed.issuer}/mcp` } });
+      expect(down.status).toBe(502);
+      expect(down.body).toEqual({ detail: expect.stringMatching(/^Could not reach /) });
+    } finally {
+      await closed.resume();
+    }
+    // An origin that answers, but not with OAuth metadata: this service's own test double has none.
+    const blank = await startTestApp({ ...OAUTH_ENV, PIPELINE_WORKER: "off" });
+    try {
+      const url = await blank.app.start();
+      const none = await t.request("POST", "/v2/auth/providers/mcp-discover", { key: ws.apiKey, body: { provider_id: "none", name: "None", mcp_server_url: `${url}/mcp` } });
+      expect(none.status).toBe(400);
+      expect(none.body.detail).toMatch(/^No OAuth metadata found for the MCP server/);
+    } finally {
+      await blank.close();
+    }
+    expect((await t.request("GET", "/v2/auth/providers", { key: ws.apiKey })).body).toEqual([]);
+  });
+});

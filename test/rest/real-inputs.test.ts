@@ -1,0 +1,92 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+
+/** Inputs the real API accepts, answered as it answers them (issue: "Inputs the real API accepts"). */
+
+let t: TestApp;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off" });
+  ws = await t.workspace();
+});
+afterAll(() => t.close());
+
+const call = (method: string, path: string, body?: unknown) => t.request(method, path, { key: ws.apiKey, body });
+
+describe("query strings", () => {
+  it("treats empty filters as no filter, and an unknown status as one nothing has", async () => {
+    const d = (await call("POST", "/v2/deployments", { name: "empties", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } })).body;
+    const all = await call("GET", "/v2/deployments?limit=100");
+    for (const query of ["name_contains=", "image_version=", "tag_value_ids=", "deployment_ids=", "name=", "url=", "status=", "remote_reconciled=", "deployment_type=", "agent_id=", "agent_environment=", "name_contains=&image_version=&tag_value_ids="]) {
+      const res = await call("GET", `/v2/deployments?limit=100&${query}`);
+      expect(res.status, `${query}: ${res.text}`).toBe(200);
+      expect(res.body.resources.map((r: { id: string }) => r.id), query).toEqual(all.body.resources.map((r: { id: string }) => r.id));
+    }
+    expect(await call("GET", "/v2/deployments?status=NO_SUCH_STATUS")).toMatchObject({ status: 200, body: { resources: [], offset: 0 } });
+    expect((await call("GET", "/v2/deployments?status=AWAITING_DATABASE")).body.resources.map((r: { id: string }) => r.id)).toContain(d.id);
+
+    const revisions = `/v2/deployments/${d.id}/revisions`;
+    expect((await call("GET", `${revisions}?status=`)).body.resources).toHaveLength(1);
+    expect((await call("GET", `${revisions}?status=&remote_reconciled=`)).body.resources).toHaveLength(1);
+    expect(await call("GET", `${revisions}?status=RUNNING`)).toMatchObject({ status: 200, body: { resources: [], offset: 0 } });
+    expect((await call("GET", `${revisions}?status=RUNNING,CREATING`)).body.resources).toHaveLength(1);
+    // Paging parameters are numbers still: empty is a 422, as FastAPI answers.
+    expect((await call("GET", "/v2/deployments?limit=")).status).toBe(422);
+  });
+
+  it("refuses DELETE …?delete_tracing_project=<not a boolean> with 422, and deletes nothing", async () => {
+    const d = (await call("POST", "/v2/deployments", { name: "tracing", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } })).body;
+    const res = await call("DELETE", `/v2/deployments/${d.id}?delete_tracing_project=notabool`);
+    expect(res.status).toBe(422);
+    expect(res.body.detail).toEqual([expect.objectContaining({ loc: ["query", "delete_tracing_project"], type: "bool_parsing", input: "notabool" })]);
+    expect((await call("GET", `/v2/deployments/${d.id}`)).status).toBe(200);
+    expect((await call("DELETE", `/v2/deployments/${d.id}?delete_tracing_project=false`)).status).toBe(204);
+  });
+});
+
+describe("listeners", () => {
+  it("take version optional or null and k8s_namespaces null; need compute_config", async () => {
+    const noVersion = await call("POST", "/v2/listeners", { compute_type: "k8s", compute_id: `c-${randomUUID()}`, compute_config: { k8s_namespaces: null } });
+    expect(noVersion.status, noVersion.text).toBe(201);
+    expect(noVersion.body).toMatchObject({ version: null, compute_config: { k8s_namespaces: null } });
+    const nullVersion = await call("POST", "/v2/listeners", { compute_type: "k8s", compute_id: `c-${randomUUID()}`, compute_config: {}, version: null });
+    expect(nullVersion.status).toBe(201);
+    expect(nullVersion.body).toMatchObject({ version: null, compute_config: { k8s_namespaces: null } });
+    const missing = await call("POST", "/v2/listeners", { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: "1" });
+    expect(missing.status).toBe(422);
+    expect(missing.body.detail).toEqual([{ loc: ["body", "compute_config"], type: "missing", msg: "Field required" }]);
+  });
+
+  it("answer PATCH with {} or only nulls with 200 and the listener unchanged", async () => {
+    const created = (await call("POST", "/v2/listeners", { compute_type: "k8s", compute_id: `c-${randomUUID()}`, compute_config: { k8s_namespaces: ["a"] }, version: "1" })).body;
+    for (const body of [{}, { version: null, compute_config: null }, undefined]) {
+      const res = await call("PATCH", `/v2/listeners/${created.id}`, body);
+      expect(res.status, JSON.stringify(body)).toBe(200);
+      expect(res.body).toEqual(created);
+    }
+    expect((await call("PATCH", `/v2/listeners/${randomUUID()}`, {})).status).toBe(404);
+    expect((await call("PATCH", `/v2/listeners/${created.id}`, { version: "2" })).body).toMatchObject({ version: "2", compute_config: { k8s_namespaces: ["a"] } });
+  });
+});
+
+describe("source_config.custom_url", () => {
+  it("shows the serving URL, and sending back what was shown is no change (no revision)", async () => {
+    const d = (await call("POST", "/v2/deployments", { name: "shown-url", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } })).body;
+    expect(d.source_config.custom_url).toBe(d.url);
+    expect(d.url).toMatch(/^https:\/\/shown-url-[0-9a-f]{8}\.deployments\.localhost$/);
+    const echoed = await call("PATCH", `/v2/deployments/${d.id}`, { source_config: { ...d.source_config } });
+    expect(echoed.status, echoed.text).toBe(200);
+    expect(echoed.body.latest_revision_id).toBe(d.latest_revision_id);
+    expect(echoed.body.source_config.custom_url).toBe(d.url);
+    expect((await call("GET", `/v2/deployments/${d.id}/revisions`)).body.resources).toHaveLength(1);
+
+    const custom = await call("PATCH", `/v2/deployments/${d.id}`, { source_config: { custom_url: "https://agent.example.com" } });
+    expect(custom.body.latest_revision_id).not.toBe(d.latest_revision_id);
+    expect(custom.body).toMatchObject({ url: "https://agent.example.com", source_config: { custom_url: "https://agent.example.com" } });
+    const again = await call("PATCH", `/v2/deployments/${d.id}`, { source_config: custom.body.source_config });
+    expect(again.body.latest_revision_id).toBe(custom.body.latest_revision_id);
+  });
+});

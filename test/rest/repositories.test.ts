@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { gqlOk } from "../graphql/support.js";
+
+let t: TestApp;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off" });
+  ws = await t.workspace();
+});
+afterAll(() => t.close());
+
+const FORGE = "/v2/integrations/forge-codehost/installations";
+const repo = (id: number, owner: string, name: string, extra: Record<string, unknown> = {}) => ({
+  id, owner, name, url: `https://github.com/${owner}/${name}`, ...extra,
+});
+
+describe("an installation's repositories", () => {
+  it("are registered with the installation, replaced with PUT, and listed by every variant", async () => {
+    const created = await t.request("POST", FORGE, {
+      key: ws.apiKey,
+      body: { installation_id: 31, name: "acme", repository_selection: "selected", repositories: [repo(2, "acme", "web", { default_branch: "trunk" }), repo(1, "acme", "api")] },
+    });
+    expect(created.status, created.text).toBe(201);
+    const id = created.body.id as string;
+    const expected = [
+      { host_integration_id: id, id: 1, name: "api", owner: "acme", url: "https://github.com/acme/api", default_branch: "main" },
+      { host_integration_id: id, id: 2, name: "web", owner: "acme", url: "https://github.com/acme/web", default_branch: "trunk" },
+    ];
+    for (const path of [`/v1/integrations/codehost/${id}/repos`, `/v1/integrations/forge/codehost/${id}/repos`]) {
+      const res = await t.request("GET", path, { key: ws.apiKey });
+      expect(res.status, path).toBe(200);
+      expect(res.body, path).toEqual(expected);
+    }
+    expect((await t.request("GET", "/v1/integrations/forge/codehost/install", { key: ws.apiKey })).body).toEqual([{ id, installation_id: 31, name: "acme" }]);
+
+    const replaced = await t.request("PUT", `${FORGE}/${id}/repositories`, { key: ws.apiKey, body: { repositories: [repo(3, "acme", "docs"), repo(1, "acme", "api")] } });
+    expect(replaced.status, replaced.text).toBe(200);
+    expect(replaced.body.map((r: { id: number }) => r.id)).toEqual([1, 3]);
+    expect((await t.request("GET", `/v1/integrations/codehost/${id}/repos`, { key: ws.apiKey })).body).toEqual(replaced.body);
+
+    const gql = await gqlOk(t, ws.apiKey, `{ codehostInstallations { edges { node { uuid repositories { repositoryId owner name defaultBranch } } } } }`);
+    expect(gql.codehostInstallations.edges[0].node.repositories).toEqual([
+      { repositoryId: 1, owner: "acme", name: "api", defaultBranch: "main" },
+      { repositoryId: 3, owner: "acme", name: "docs", defaultBranch: "main" },
+    ]);
+    const set = await gqlOk(
+      t,
+      ws.apiKey,
+      `mutation($id: ID!, $input: CodehostRepositoriesSetInput!) { codehostInstallationRepositoriesSet(id: $id, input: $input) { codehostInstallation { repositories { repositoryId } } userErrors { field message code } } }`,
+      { id: gql.codehostInstallations.edges[0].node.uuid && Buffer.from(`CodehostInstallation:${id}`).toString("base64"), input: { repositories: [] } },
+    );
+    expect(set.codehostInstallationRepositoriesSet).toEqual({ codehostInstallation: { repositories: [] }, userErrors: [] });
+    expect((await t.request("GET", `/v1/integrations/codehost/${id}/repos`, { key: ws.apiKey })).body).toEqual([]);
+  });
+
+  it("validates the list at once, and answers 404 for an installation that is not the workspace's", async () => {
+    const id = (await t.request("POST", FORGE, { key: ws.apiKey, body: { installation_id: 32, name: "b", repositories: [repo(5, "b", "x")] } })).body.id;
+    const bad = await t.request("PUT", `${FORGE}/${id}/repositories`, {
+      key: ws.apiKey,
+      body: { repositories: [repo(1, "o", "a"), repo(1, "o", "b"), { id: 0, owner: "o/p", name: "", url: "ftp://x" }] },
+    });
+    expect(bad.status).toBe(422);
+    expect(bad.body.detail.map((d: { loc: (string | number)[] }) => d.loc.join("."))).toEqual([
+      "body.repositories.2.id",
+      "body.repositories.2.name",
+      "body.repositories.2.owner",
+      "body.repositories.2.url",
+    ]);
+    const dup = await t.request("PUT", `${FORGE}/${id}/repositories`, { key: ws.apiKey, body: { repositories: [repo(1, "o", "a"), repo(1, "o", "b")] } });
+    expect(dup.body.detail).toEqual([expect.objectContaining({ loc: ["body", "repositories", 1, "id"], msg: "Value error, repository id 1 is listed twice" })]);
+    expect((await t.request("GET", `/v1/integrations/codehost/${id}/repos`, { key: ws.apiKey })).body.map((r: { id: number }) => r.id)).toEqual([5]);
+
+    const other = await t.workspace();
+    for (const [method, path] of [["GET", `/v1/integrations/codehost/${id}/repos`], ["GET", `/v1/integrations/forge/codehost/${id}/repos`], ["PUT", `${FORGE}/${id}/repositories`]] as const) {
+      const res = await t.request(method, path, { key: other.apiKey, body: method === "PUT" ? { repositories: [] } : undefined });
+      expect(res.status, path).toBe(404);
+      expect(res.body).toEqual({ detail: `Integration ID ${id} not found.` });
+    }
+    const notUuid = await t.request("GET", "/v1/integrations/codehost/abc/repos", { key: ws.apiKey });
+    expect(notUuid.status).toBe(422);
+    expect(notUuid.body.detail).toEqual([expect.objectContaining({ loc: ["path", "integration_id"], type: "uuid_parsing" })]);
+  });
+});
