@@ -1,5 +1,5 @@
 import type { PrismaClient } from "../db/client.js";
-import { isTerminal, type RevisionStatus } from "../pipeline/machine.js";
+import { isTerminal, type RevisionStatus } from "./revision-machine.js";
 import type { Tenant } from "./auth.js";
 import { invalid, notFound } from "./errors.js";
 import { type Channel, Feed } from "./feeds.js";

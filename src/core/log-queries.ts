@@ -1,6 +1,6 @@
 import { Prisma } from "../generated/prisma/client.js";
 import type { PrismaClient } from "../db/client.js";
-import { TERMINAL_STATUSES } from "../pipeline/machine.js";
+import { TERMINAL_STATUSES } from "./revision-machine.js";
 import type { Position } from "./pagination.js";
 import { levelsFrom, type LogFilter, type LogKind, type LogLevel } from "./schemas/logs.js";
 

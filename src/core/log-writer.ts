@@ -1,6 +1,6 @@
 import type { Logger } from "../logger.js";
 import type { Revision } from "../generated/prisma/client.js";
-import type { RevisionStatus, Route } from "../pipeline/machine.js";
+import type { RevisionStatus, Route } from "./revision-machine.js";
 import type { CoreDeps } from "./context.js";
 import { CLOSED_STATUSES } from "./log-queries.js";
 import { type LogKind, type LogLevel } from "./schemas/logs.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { isTerminal, type RevisionStatus } from "../pipeline/machine.js";
+import { isTerminal, type RevisionStatus } from "./revision-machine.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { invalid, notFound } from "./errors.js";

@@ -11,7 +11,7 @@ import type { Source } from "./schemas/source.js";
 import type { DomainEvent } from "../events/types.js";
 import { applyTransition, publishEvents, skipSuperseded } from "./transitions.js";
 import { appendLines, statusLine } from "./log-writer.js";
-import { routeFor } from "../pipeline/machine.js";
+import { routeFor } from "./revision-machine.js";
 
 export type { Revision };
 export type Tx = Prisma.TransactionClient;

@@ -7,7 +7,7 @@ import {
   type RevisionStatus,
   routeFor,
   transition,
-} from "../pipeline/machine.js";
+} from "./revision-machine.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, CoreError, notFound } from "./errors.js";
 import { trimRevisionLogs } from "./log-retention.js";

@@ -1,6 +1,6 @@
 import { type DomainEvent, topics } from "../events/types.js";
 import type { Deployment, Revision, RevisionEvent } from "../generated/prisma/client.js";
-import { isTerminal, type RevisionStatus } from "../pipeline/machine.js";
+import { isTerminal, type RevisionStatus } from "./revision-machine.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { notFound } from "./errors.js";

@@ -1,5 +1,5 @@
 import type { Revision } from "../generated/prisma/client.js";
-import type { RevisionStatus } from "./machine.js";
+import type { RevisionStatus } from "../core/revision-machine.js";
 
 /** What a runtime is asked to do: the step that moves `revision` on from `status`. */
 export interface StepRequest {

@@ -4,7 +4,7 @@ import { appendLines, logKindOf } from "../core/log-writer.js";
 import { lockDeployment, newerThan, publishEvents, transitionInTx, type Tx } from "../core/transitions.js";
 import type { DomainEvent } from "../events/types.js";
 import { Prisma, type Revision } from "../generated/prisma/client.js";
-import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "./machine.js";
+import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "../core/revision-machine.js";
 import type { BuildFindings, StepOutcome } from "./runtime.js";
 
 /** What became of a leased step. */

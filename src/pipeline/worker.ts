@@ -6,7 +6,7 @@ import { logKindOf, LogWriter, type StepLog } from "../core/log-writer.js";
 import type { Revision } from "../generated/prisma/client.js";
 import type { Logger } from "../logger.js";
 import { Leases } from "./leases.js";
-import { type RevisionStatus, routeFor, transition } from "./machine.js";
+import { type RevisionStatus, routeFor, transition } from "../core/revision-machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "./runtime.js";
 import type { MissingInput, BuildInputs } from "./build-inputs.js";
 import { type StepResult, Steps } from "./steps.js";

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
-import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/pipeline/machine.js";
+import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/core/revision-machine.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { eventLog, waitFor } from "../pipeline/support.js";
 

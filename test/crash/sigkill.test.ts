@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import { type Database, openDatabase } from "../../src/db/client.js";
-import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/pipeline/machine.js";
+import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/core/revision-machine.js";
 import { createTestDatabase } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
 

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REVISION_STATUSES } from "../../src/pipeline/machine.js";
+import { REVISION_STATUSES } from "../../src/core/revision-machine.js";
 import { DatabaseWatch, encodeHostile, hostileString, queryString } from "../support/fuzz.js";
 import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { fillPath, paramsOf, type Route, ROUTES } from "../support/fuzz-routes.js";

@@ -3,7 +3,7 @@ import { LogSweeper, trimRevisionLogs } from "../../src/core/log-retention.js";
 import { cleanMessage, logKindOf, LogWriter, MAX_MESSAGE_LENGTH, MAX_STEP_LINES, statusLine } from "../../src/core/log-writer.js";
 import { parseInstant } from "../../src/core/schemas/logs.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
-import { routeFor } from "../../src/pipeline/machine.js";
+import { routeFor } from "../../src/core/revision-machine.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { newDeployment, stored, type Target, write } from "./support.js";
 

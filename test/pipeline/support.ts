@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { PrismaClient } from "../../src/db/client.js";
 import type { Prisma, Revision } from "../../src/generated/prisma/client.js";
-import type { RevisionStatus } from "../../src/pipeline/machine.js";
+import type { RevisionStatus } from "../../src/core/revision-machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
 import type { WorkerOptions } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";

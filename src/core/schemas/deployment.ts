@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { REVISION_STATUSES } from "../../pipeline/machine.js";
+import { REVISION_STATUSES } from "../revision-machine.js";
 import { offsetQuery } from "../pagination.js";
 import { agentEnvironmentSchema, agentIdSchema, agentSchema } from "./agent.js";
 import { commaList, emptyFiltersUnset, queryBool } from "./query.js";

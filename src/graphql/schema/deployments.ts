@@ -4,7 +4,7 @@ import { maskedSecrets, readSecretReferences } from "../../core/schemas/secrets.
 import { deploymentSourceConfig, emptySourceRevisionConfig } from "../../core/schemas/source-config.js";
 import type { DeploymentStatus, Source } from "../../core/schemas/source.js";
 import type { Deployment } from "../../generated/prisma/client.js";
-import type { RevisionStatus } from "../../pipeline/machine.js";
+import type { RevisionStatus } from "../../core/revision-machine.js";
 import { builder } from "../builder.js";
 import type { GraphQLContext } from "../context.js";
 import { mutate, type UserError, UserErrorType } from "../errors.js";

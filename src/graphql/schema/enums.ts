@@ -1,7 +1,7 @@
 import { AGENT_ENVIRONMENTS } from "../../core/schemas/agent.js";
 import { LOG_KINDS, LOG_LEVELS } from "../../core/schemas/logs.js";
 import { DEPLOYMENT_STATUSES, DEPLOYMENT_TYPES, REVISION_SOURCES, SOURCES } from "../../core/schemas/source.js";
-import { REVISION_STATUSES } from "../../pipeline/machine.js";
+import { REVISION_STATUSES } from "../../core/revision-machine.js";
 import { builder } from "../builder.js";
 
 /**

@@ -4,7 +4,7 @@ import { revisionSourceRevisionConfig } from "../../core/revisions.js";
 import { readSecretReferences, readStoredSecrets } from "../../core/schemas/secrets.js";
 import { readSourceConfig } from "../../core/schemas/source-config.js";
 import type { Source } from "../../core/schemas/source.js";
-import type { RevisionStatus } from "../../pipeline/machine.js";
+import type { RevisionStatus } from "../../core/revision-machine.js";
 import { builder } from "../builder.js";
 import type { GraphQLContext } from "../context.js";
 import { mutate, type UserError, UserErrorType } from "../errors.js";

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Revision } from "../../generated/prisma/client.js";
-import type { RevisionStatus } from "../machine.js";
+import type { RevisionStatus } from "../../core/revision-machine.js";
 
 /** What the simulator writes for a step: lines as it starts, and lines once its work is done. */
 export interface SimulatedLines {

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Revision } from "../../generated/prisma/client.js";
-import { type RevisionStatus, routeFor } from "../machine.js";
+import { type RevisionStatus, routeFor } from "../../core/revision-machine.js";
 import { simulatedLines } from "./simulated-lines.js";
 import type { Runtime, StepOutcome, StepRequest } from "../runtime.js";
 

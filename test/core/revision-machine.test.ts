@@ -8,7 +8,7 @@ import {
   type RevisionStatus,
   routeFor,
   transition,
-} from "../../src/pipeline/machine.js";
+} from "../../src/core/revision-machine.js";
 
 type Row = Partial<Record<RevisionEvent, RevisionStatus>>;
 
