@@ -5,6 +5,9 @@ import type { CoreDeps } from "./context.js";
 import { deploymentWithLatestConfig } from "./deployment-reads.js";
 import { markDeleting } from "./deployment-status.js";
 import { badRequest, conflict, CoreError, invalid, notFound, type ValidationIssue } from "./errors.js";
+import { commitThenPublish } from "./publish.js";
+import { isSelfHosted } from "./revision-machine.js";
+import { checkRevisionSubject, revisionDue } from "./revision-rules.js";
 import { newestFirst, type OffsetPage } from "./pagination.js";
 import { isUniqueViolation } from "./prisma-errors.js";
 import { json, REVISION_CONFIG_COLUMNS, type RevisionConfig, RevisionService, type RevisionSnapshot, snapshotOf, type Tx } from "./revisions.js";
@@ -23,18 +26,12 @@ import {
   deploymentSourceConfig,
   readSourceRevisionConfig,
   type SourceConfig,
-  sameJson,
   servingUrl,
   toSourceConfig,
   toSourceRevisionConfig,
 } from "./schemas/source-config.js";
-import { fixedFieldIssues, LISTENER_REQUIRED, listenerRequired, type RevisionSubject, sourceRuleIssues } from "./schemas/source-rules.js";
-import {
-  type DeploymentStatus,
-  REVISION_TRIGGER_FIELDS,
-  SOURCE_REVISION_FIELDS,
-  type SourceConfigInput,
-} from "./schemas/source.js";
+import { fixedFieldIssues, type RevisionSubject } from "./schemas/source-rules.js";
+import type { DeploymentStatus, SourceConfigInput } from "./schemas/source.js";
 import { parseInput } from "./validation.js";
 
 export type DeploymentWithRevision = Deployment & { latestRevision: Revision | null };
@@ -89,12 +86,9 @@ export class DeploymentService {
     if (input.source === "codehost") sourceConfig.repo_branch ??= sourceRevisionConfig.repo_ref;
     const subject: RevisionSubject = { source: input.source, sourceConfig, sourceRevisionConfig };
     const name = input.name ?? (input.agent ? `${input.agent.agent_id}-${input.agent.environment}` : null);
-    refuseUnavailableBuild(this.deps, subject.source);
-    if (listenerRequired(subject)) throw badRequest(LISTENER_REQUIRED);
-    const issues: ValidationIssue[] = name ? [] : [{ loc: ["body", "name"], type: "missing", msg: "Field required" }];
-    issues.push(...sourceRuleIssues(subject));
-    if (issues.length > 0 || !name) throw invalid(issues);
-    await this.checkReferences(this.deps.prisma, tenant, subject, "body");
+    const missingName: ValidationIssue[] = name ? [] : [{ loc: ["body", "name"], type: "missing", msg: "Field required" }];
+    await checkRevisionSubject(this.deps, this.deps.prisma, tenant, subject, { kind: "request", issues: missingName });
+    if (!name) throw invalid(missingName); // reported above with the rules' issues; this narrows the type
 
     const id = randomUUID();
     const secrets = this.deps.secrets.sealAll(input.secrets ?? []);
@@ -106,7 +100,7 @@ export class DeploymentService {
       routeThroughGateway: input.route_through_gateway ?? false,
     };
     try {
-      const { deployment, revision } = await this.deps.prisma.$transaction(async (tx) => {
+      const { deployment, revision } = await commitThenPublish(this.deps, async (tx) => {
         await tx.deployment.create({
           data: {
             id,
@@ -132,12 +126,11 @@ export class DeploymentService {
             computeTier: TIER,
             databaseTier: TIER,
             // A listener in the customer's cluster reconciles self-hosted deployments.
-            remoteReconciled: input.source === "external_container",
+            remoteReconciled: isSelfHosted(input.source),
           },
         });
         return this.revisions.createRecord(tx, { id, workspaceId: tenant.workspaceId }, snapshot);
       });
-      await this.revisions.announce(revision);
       return { ...deployment, latestRevision: revision };
     } catch (err) {
       if (isUniqueViolation(err)) throw conflict(`A deployment named '${name}' already exists in this workspace.`);
@@ -182,11 +175,10 @@ export class DeploymentService {
 
   /** A new revision from an earlier one's configuration (a rollback), which the deployment takes on. */
   async redeploy(tenant: Tenant, id: string, revisionId: string): Promise<DeploymentWithRevision> {
-    const { deployment, revision } = await this.deps.prisma.$transaction(async (tx) => {
+    const { deployment, revision } = await commitThenPublish(this.deps, async (tx) => {
       const current = await this.lock(tx, tenant, id);
       const earlier = await tx.revision.findFirst({ where: { id: revisionId, deploymentId: id } });
       if (!earlier) throw notFound("Revision", revisionId);
-      refuseUnavailableBuild(this.deps, earlier.source);
       const snapshot = snapshotOf(earlier);
       // Fields fixed at creation stay the deployment's own; the rest rolls back to the revision's.
       const sourceConfig: SourceConfig = {
@@ -195,13 +187,7 @@ export class DeploymentService {
         listener_id: current.listenerId,
         deployment_type: current.deploymentType as SourceConfig["deployment_type"],
       };
-      const subject: RevisionSubject = { ...snapshot, sourceConfig };
-      const issues = sourceRuleIssues(subject);
-      if (listenerRequired(subject)) throw badRequest(`Revision ${revisionId} cannot be redeployed: ${LISTENER_REQUIRED}`);
-      if (issues.length > 0) {
-        throw badRequest(`Revision ${revisionId} cannot be redeployed: ${issues.map((i) => `${i.loc.slice(1).join(".")}: ${i.msg}`).join("; ")}`);
-      }
-      await this.checkReferences(tx, tenant, subject, null);
+      await checkRevisionSubject(this.deps, tx, tenant, { ...snapshot, sourceConfig }, { kind: "redeploy", revisionId });
       await tx.deployment.update({
         where: { id },
         data: {
@@ -215,7 +201,6 @@ export class DeploymentService {
       });
       return this.revisions.createRecord(tx, current, { ...snapshot, sourceConfig });
     });
-    await this.revisions.announce(revision);
     return { ...deployment, latestRevision: revision };
   }
 
@@ -251,7 +236,7 @@ export class DeploymentService {
    */
   private async change(tenant: Tenant, id: string, input: DeploymentUpdateInput | Omit<DeploymentUpdateInput, "name" | "source">, force: boolean) {
     const sealed = input.secrets ? this.deps.secrets.sealAll(input.secrets) : null;
-    const result = await this.deps.prisma.$transaction(async (tx) => {
+    return commitThenPublish(this.deps, async (tx) => {
       const current = await this.lock(tx, tenant, id);
       const currentConfig = deploymentSourceConfig(current);
       const fixed = fixedFieldIssues({ ...current, sourceConfig: currentConfig }, input);
@@ -261,11 +246,7 @@ export class DeploymentService {
       }
       const nextConfig = overlay(currentConfig, shownUrlUnchanged(input.source_config, currentConfig, current.url));
       const revisionInputs = input.source_revision_config;
-      const due =
-        force ||
-        SOURCE_REVISION_FIELDS.some((f) => revisionInputs?.[f] != null) ||
-        input.secrets != null ||
-        REVISION_TRIGGER_FIELDS.some((f) => !sameJson(currentConfig[f], nextConfig[f]));
+      const due = revisionDue(currentConfig, nextConfig, { force, sourceRevisionConfig: revisionInputs, secrets: input.secrets });
       const data = {
         sourceConfig: json(columnlessSourceConfig(nextConfig)),
         url: servingUrl(current.name, id, nextConfig.custom_url, this.deps.deploymentDomain),
@@ -277,33 +258,27 @@ export class DeploymentService {
       if (!due) {
         const deployment = await tx.deployment.update({ where: { id }, data });
         const latest = current.latestRevisionId ? await tx.revision.findUnique({ where: { id: current.latestRevisionId } }) : null;
-        return { deployment, latestRevision: latest, created: null };
+        return { deployment, latestRevision: latest, events: [] };
       }
-      if (input.revision_source && current.source === "external_container") {
+      if (input.revision_source && isSelfHosted(current.source)) {
         throw badRequest("revision_source is only available for managed cloud deployments; this deployment is self-hosted (external_container).");
       }
       const source = input.revision_source ?? (current.source as RevisionSubject["source"]);
-      refuseUnavailableBuild(this.deps, source);
       // Unset revision fields carry over from the newest revision of the same source.
       const previous = await tx.revision.findFirst({ where: { deploymentId: id, source }, orderBy: newestFirst });
       const inherited = previous ? readSourceRevisionConfig(previous.sourceRevisionConfig) : emptySourceRevisionConfig();
       const subject: RevisionSubject = { source, sourceConfig: nextConfig, sourceRevisionConfig: overlay(inherited, revisionInputs) };
-      if (listenerRequired(subject)) throw badRequest(LISTENER_REQUIRED);
-      const issues = sourceRuleIssues(subject);
-      if (issues.length > 0) throw invalid(issues);
-      await this.checkReferences(tx, tenant, subject, "body");
+      await checkRevisionSubject(this.deps, tx, tenant, subject, { kind: "request" });
       const updated = await tx.deployment.update({ where: { id }, data });
-      const { deployment, revision } = await this.revisions.createRecord(tx, current, {
+      const { deployment, revision, events } = await this.revisions.createRecord(tx, current, {
         ...subject,
         secrets: readStoredSecrets(updated.secrets),
         secretReferences: readSecretReferences(updated.secretReferences),
         shareable: updated.shareable,
         routeThroughGateway: updated.routeThroughGateway,
       });
-      return { deployment, latestRevision: revision, created: revision };
+      return { deployment, latestRevision: revision, events };
     });
-    if (result.created) await this.revisions.announce(result.created);
-    return result;
   }
 
   /** Reads the deployment with its row locked, so that concurrent changes to it run one after another. */
@@ -314,25 +289,6 @@ export class DeploymentService {
     if (deployment.status === "AWAITING_DELETE") throw badRequest(`Deployment ID ${id} is being deleted.`);
     return deployment;
   }
-
-  /**
-   * The installation and listener a revision names, whatever its source, must be the workspace's own
-   * (400 "not found" otherwise, as if another workspace's did not exist).
-   */
-  private async checkReferences(db: Tx, tenant: Tenant, s: RevisionSubject, loc: "body" | null): Promise<void> {
-    const refuse = (field: string, message: string) =>
-      new CoreError("BAD_REQUEST", message, loc ? [{ loc: [loc, "source_config", field], msg: message, type: "value_error" }] : []);
-    const integrationId = s.sourceConfig.integration_id;
-    if (integrationId) {
-      const found = await db.codehostInstallation.findFirst({ where: { id: integrationId, workspaceId: tenant.workspaceId }, select: { id: true } });
-      if (!found) throw refuse("integration_id", `Integration ID ${integrationId} not found.`);
-    }
-    const listenerId = s.sourceConfig.listener_id;
-    if (listenerId) {
-      const found = await db.listener.findFirst({ where: { id: listenerId, workspaceId: tenant.workspaceId }, select: { id: true } });
-      if (!found) throw refuse("listener_id", `Listener ID ${listenerId} not found.`);
-    }
-  }
 }
 
 /**
@@ -342,18 +298,4 @@ export class DeploymentService {
 function shownUrlUnchanged(input: SourceConfigInput | null | undefined, current: SourceConfig, servedAt: string) {
   if (!input || input.custom_url == null || current.custom_url !== null || input.custom_url !== servedAt) return input;
   return { ...input, custom_url: null };
-}
-
-/**
- * Where the operator has turned internal image builds off (INTERNAL_IMAGE_BUILDS=off: the cloud
- * provider cannot run them), a revision built from an image the command-line tool pushed
- * (internal_container) is refused, pointing to a remote build from source instead.
- */
-function refuseUnavailableBuild(deps: CoreDeps, source: string): void {
-  if (source !== "internal_container" || deps.internalImageBuilds.available) return;
-  const where = deps.internalImageBuilds.provider ? `on ${deps.internalImageBuilds.provider}` : "on this cloud provider";
-  throw badRequest(
-    `Internal image builds (internal_container) are not yet available ${where}. Build remotely from source instead: ` +
-      `revision_source "internal_source" with source_revision_config.framework_config_path and source_tarball_path.`,
-  );
 }

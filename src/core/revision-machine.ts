@@ -38,6 +38,12 @@ export const REVISION_EVENTS = ["advance", "fail", "skip", "interrupt"] as const
  */
 export type RevisionEvent = (typeof REVISION_EVENTS)[number];
 
+/**
+ * The one self-hosted source: an image the customer's cluster runs, reconciled by a listener there.
+ * Everything else is managed by the cloud.
+ */
+export const isSelfHosted = (source: string) => source === "external_container";
+
 /** Self-hosted images (`external_container`) have nothing to build; every other source is built. */
 export interface Route {
   build: boolean;
@@ -78,6 +84,9 @@ const NOT_STARTED = (route: Route) => (route.build ? NOT_STARTED_BUILT : NOT_STA
 /** A newer revision of the same deployment makes a revision in one of these statuses SKIPPED. */
 export const canBeSkipped = (status: RevisionStatus, route: Route) => NOT_STARTED(route).has(status);
 
+/** Every status in which some route can still be skipped: where to look for revisions to supersede. */
+export const SKIPPABLE_STATUSES: readonly RevisionStatus[] = [...new Set([...NOT_STARTED_BUILT, ...NOT_STARTED_IMAGE])];
+
 /**
  * Past the queue and not finished: the deployment's one revision in flight. A QUEUED revision waits
  * while another revision of its deployment is in one of these.
@@ -114,4 +123,4 @@ export function transition(from: RevisionStatus, event: RevisionEvent, route: Ro
   }
 }
 
-export const routeFor = (source: string): Route => ({ build: source !== "external_container" });
+export const routeFor = (source: string): Route => ({ build: !isSelfHosted(source) });

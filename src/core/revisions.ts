@@ -9,9 +9,9 @@ import { readSecretReferences, readStoredSecrets, type SecretReference } from ".
 import { readSourceConfig, readSourceRevisionConfig, type SourceConfig, type SourceRevisionConfig } from "./schemas/source-config.js";
 import type { Source } from "./schemas/source.js";
 import type { DomainEvent } from "../events/types.js";
-import { applyTransition, publishEvents, skipSuperseded } from "./transitions.js";
+import { applyTransition, skipSuperseded } from "./transitions.js";
 import { appendLines, statusLine } from "./log-writer.js";
-import { routeFor } from "./revision-machine.js";
+import { isSelfHosted, routeFor } from "./revision-machine.js";
 
 export type { Revision };
 export type Tx = Prisma.TransactionClient;
@@ -30,9 +30,6 @@ export interface RevisionSnapshot {
 }
 
 export const CREATED_MESSAGE = "Revision created";
-
-/** SKIPPED transitions made while recording a revision, published by announce() after commit. */
-const superseded = new WeakMap<Revision, DomainEvent[]>();
 
 /** Our own plain JSON objects, typed as Prisma's JSON input (interfaces lack its index signature). */
 export const json = (value: object): Prisma.InputJsonValue => value as Prisma.InputJsonValue;
@@ -73,7 +70,8 @@ export class RevisionService {
    * the caller's transaction, which holds the deployment's row lock: inserts the revision as
    * CREATING, due for the pipeline now, with its first event-log row, and makes it the deployment's
    * latest. created_at is kept strictly after the previous revision's, so that newest-first order
-   * and latest_revision_id always agree. Call announce() after commit.
+   * and latest_revision_id always agree. Returns the events that tell of it (the new revision, and
+   * the older ones it made SKIPPED) for the caller's commitThenPublish.
    */
   async createRecord(tx: Tx, deployment: { id: string; workspaceId: string }, snapshot: RevisionSnapshot) {
     const previous = await tx.revision.findFirst({
@@ -98,7 +96,7 @@ export class RevisionService {
         shareable: snapshot.shareable,
         routeThroughGateway: snapshot.routeThroughGateway,
         // Self-hosted revisions are carried out by a listener in the customer's cluster.
-        remoteReconciled: snapshot.source === "external_container",
+        remoteReconciled: isSelfHosted(snapshot.source),
         nextStepAt: now,
         createdAt: now,
         updatedAt: now,
@@ -108,19 +106,17 @@ export class RevisionService {
       data: { revisionId: revision.id, fromStatus: null, toStatus: "CREATING", message: CREATED_MESSAGE, at: now },
     });
     // Older revisions that have not started building are SKIPPED in this same transaction.
-    superseded.set(revision, await skipSuperseded(tx, revision));
+    const skipped = await skipSuperseded(tx, revision);
     // After their SKIPPED lines, in the deployment's log: what supersedes them comes next.
     await appendLines(tx, revision.id, [statusLine(routeFor(snapshot.source), null, "CREATING", CREATED_MESSAGE)], []);
     const updated = await tx.deployment.update({ where: { id: deployment.id }, data: { latestRevisionId: revision.id } });
-    return { revision, deployment: updated };
-  }
-
-  /** After the creating transaction commits: a new revision of the deployment, in status CREATING. */
-  async announce(revision: Revision): Promise<void> {
     const ids = { workspaceId: revision.workspaceId, deploymentId: revision.deploymentId, revisionId: revision.id };
-    await this.deps.events.publish({ type: "deployment.revisions", ...ids });
-    await this.deps.events.publish({ type: "revision.status", ...ids, status: revision.status });
-    await publishEvents(this.deps.events, superseded.get(revision) ?? []);
+    const events: DomainEvent[] = [
+      { type: "deployment.revisions", ...ids },
+      { type: "revision.status", ...ids, status: revision.status },
+      ...skipped,
+    ];
+    return { revision, deployment: updated, events };
   }
 
   async list(

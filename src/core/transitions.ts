@@ -1,19 +1,21 @@
 import type { Prisma, Revision } from "../generated/prisma/client.js";
-import type { DomainEvent, EventBus } from "../events/types.js";
+import type { DomainEvent } from "../events/types.js";
 import {
   canBeSkipped,
   isTerminal,
   type RevisionEvent,
   type RevisionStatus,
   routeFor,
+  SKIPPABLE_STATUSES,
   transition,
 } from "./revision-machine.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, CoreError, notFound } from "./errors.js";
 import { trimRevisionLogs } from "./log-retention.js";
 import { appendLines, statusLine } from "./log-writer.js";
+import { commitThenPublish, type Tx } from "./publish.js";
 
-export type Tx = Prisma.TransactionClient;
+export type { Tx };
 
 export interface TransitionRequest {
   revisionId: string;
@@ -36,7 +38,7 @@ export interface TransitionResult {
   revision: Revision;
   from: RevisionStatus;
   to: RevisionStatus;
-  /** To publish once the transaction has committed (publishEvents). */
+  /** To publish once the transaction has committed (commitThenPublish). */
   events: DomainEvent[];
 }
 
@@ -57,10 +59,8 @@ const DEFAULT_MESSAGES: Partial<Record<RevisionStatus, string>> = {
  * row and its log line (and, on DEPLOYED, the deployment's active revision and READY status), guarded
  * by compare-and-set on the old status; after commit, one publication.
  */
-export async function applyTransition(deps: CoreDeps, req: TransitionRequest): Promise<TransitionResult> {
-  const result = await deps.prisma.$transaction((tx) => transitionInTx(tx, req));
-  await publishEvents(deps.events, result.events);
-  return result;
+export function applyTransition(deps: CoreDeps, req: TransitionRequest): Promise<TransitionResult> {
+  return commitThenPublish(deps, (tx) => transitionInTx(tx, req));
 }
 
 /**
@@ -145,7 +145,7 @@ export async function skipSuperseded(tx: Tx, newer: Pick<Revision, "id" | "deplo
   const older = await tx.revision.findMany({
     where: {
       deploymentId: newer.deploymentId,
-      status: { in: ["CREATING", "QUEUED", "AWAITING_BUILD", "AWAITING_DEPLOY"] },
+      status: { in: [...SKIPPABLE_STATUSES] },
       ...olderThan(newer),
     },
     select: { id: true, status: true, source: true },
@@ -179,11 +179,6 @@ export const newerThan = (rev: Pick<Revision, "id" | "createdAt">) => ({
 export async function lockDeployment(tx: Tx, deploymentId: string): Promise<boolean> {
   const rows = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM deployments WHERE id = ${deploymentId}::uuid FOR UPDATE`;
   return rows.length > 0;
-}
-
-/** After commit. A lost publication must not undo or fail a committed change: subscribers refetch. */
-export async function publishEvents(events: EventBus, list: DomainEvent[]): Promise<void> {
-  for (const event of list) await events.publish(event);
 }
 
 const pastTense = (event: RevisionEvent) =>

@@ -3,6 +3,7 @@ import type { Tenant } from "./auth.js";
 import type { BlobStore } from "./blobs/types.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, conflict, CoreError, notFound } from "./errors.js";
+import { isSelfHosted } from "./revision-machine.js";
 
 /** The largest source tarball taken: 200 MiB, what the command-line tool declares too. */
 export const MAX_UPLOAD_BYTES = 200 * 1024 * 1024;
@@ -71,7 +72,7 @@ export class UploadService {
       select: { id: true, source: true, status: true },
     });
     if (!deployment) throw notFound("Deployment", deploymentId);
-    if (deployment.source === "external_container") {
+    if (isSelfHosted(deployment.source)) {
       throw badRequest("Source uploads are only available for managed cloud deployments; this deployment is self-hosted (external_container).");
     }
     if (deployment.status === "AWAITING_DELETE") throw badRequest(`Deployment ID ${deploymentId} is being deleted.`);

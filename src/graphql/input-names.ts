@@ -9,6 +9,10 @@ const VERBATIM = new Set(["labels", "annotations", "volumes", "volume_mounts", "
 export const snake = (name: string) => name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 export const camel = (name: string) => name.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 
+/** REST field names as GraphQL says them in prose: "a, b and c" (or "or c"). */
+export const camelList = (fields: readonly string[], and: "and" | "or") =>
+  fields.length < 2 ? fields.map(camel).join("") : `${fields.slice(0, -1).map(camel).join(", ")} ${and} ${camel(fields.at(-1) ?? "")}`;
+
 const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 

@@ -1,10 +1,13 @@
 import type { CoreDeps } from "../core/context.js";
 import { CLOSED_STATUSES } from "../core/log-queries.js";
 import { appendLines, logKindOf } from "../core/log-writer.js";
-import { lockDeployment, newerThan, publishEvents, transitionInTx, type Tx } from "../core/transitions.js";
+import { commitThenPublish } from "../core/publish.js";
+import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "../core/revision-machine.js";
+import { missingReferences } from "../core/revision-rules.js";
+import { LISTENER_REQUIRED, listenerRequired } from "../core/schemas/source-rules.js";
+import { lockDeployment, newerThan, transitionInTx, type Tx } from "../core/transitions.js";
 import type { DomainEvent } from "../events/types.js";
 import { Prisma, type Revision } from "../generated/prisma/client.js";
-import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "../core/revision-machine.js";
 import type { BuildFindings, StepOutcome } from "./runtime.js";
 
 /** What became of a leased step. */
@@ -48,41 +51,22 @@ export class Steps {
 
   /** CREATING needs what the revision refers to: a failure a person can act on when it is gone. */
   async checkReferences(revision: Revision): Promise<StepOutcome | null> {
-    const prisma = this.deps.prisma;
-    const deployment = await prisma.deployment.findUnique({ where: { id: revision.deploymentId } });
+    const deployment = await this.deps.prisma.deployment.findUnique({ where: { id: revision.deploymentId } });
     if (!deployment) return null; // deleted meanwhile: the commit finds nothing and drops the step
     const config = asObject(revision.sourceConfig);
-    const integrationId = asString(config.integration_id) ?? deployment.integrationId;
-    const listenerId = asString(config.listener_id) ?? deployment.listenerId;
-    const where = (id: string) => ({ where: { id, workspaceId: revision.workspaceId } });
-    // Whatever the source, what it names must still be there (codehost needs an installation).
-    if (revision.source === "codehost" || integrationId) {
-      if (!integrationId || !(await prisma.codehostInstallation.findFirst(where(integrationId)))) {
-        return {
-          ok: false,
-          message:
-            `The code-hosting integration ${integrationId ?? "(none)"} of this deployment no longer exists in the workspace. ` +
-            "Register the installation again (POST /v2/integrations/forge-codehost/installations), then create a new deployment that uses it.",
-        };
-      }
-    }
-    if (revision.source === "external_container" && !listenerId) {
-      return { ok: false, message: "'source_config.listener_id' is required for an external_container revision: none was set." };
-    }
-    if (listenerId && !(await prisma.listener.findFirst(where(listenerId)))) {
-      return {
-        ok: false,
-        message:
-          `The listener ${listenerId} of this deployment no longer exists in the workspace. ` +
-          "Register a listener in the target cluster (POST /v2/listeners), then create a new deployment that uses it.",
-      };
-    }
-    return null;
+    const integrationId = asString(config.integration_id) ?? deployment.integrationId ?? null;
+    const listenerId = asString(config.listener_id) ?? deployment.listenerId ?? null;
+    // The same rules the API applied when the revision was made; what it names may have gone since.
+    if (revision.source === "codehost" && !integrationId) return { ok: false, message: integrationGone("(none)") };
+    if (listenerRequired({ source: revision.source, sourceConfig: { listener_id: listenerId } })) return { ok: false, message: LISTENER_REQUIRED };
+    const [missing] = await missingReferences(this.deps.prisma, revision.workspaceId, { integrationId, listenerId });
+    if (!missing) return null;
+    return { ok: false, message: missing.field === "integration_id" ? integrationGone(missing.id) : listenerGone(missing.id) };
   }
 
   private async run(claimed: Revision, action: StepOutcome | Hold | null): Promise<StepResult | "go"> {
     const outcome = action && "hold" in action ? null : action;
-    const { result, events } = await this.deps.prisma.$transaction(async (tx) => {
+    const { result } = await commitThenPublish(this.deps, async (tx) => {
       const decision = await this.decide(tx, claimed, outcome);
       switch (decision.kind) {
         case "lost":
@@ -113,7 +97,6 @@ export class Steps {
         }
       }
     });
-    await publishEvents(this.deps.events, events as DomainEvent[]);
     return result;
   }
 
@@ -165,6 +148,13 @@ const findingsPatch = (f: BuildFindings) => ({
   ...(f.imageDigest !== undefined && { imageDigest: f.imageDigest }),
   buildReport: f.report as Prisma.InputJsonValue,
 });
+
+const integrationGone = (id: string) =>
+  `The code-hosting integration ${id} of this deployment no longer exists in the workspace. ` +
+  "Register the installation again (POST /v2/integrations/forge-codehost/installations), then create a new deployment that uses it.";
+const listenerGone = (id: string) =>
+  `The listener ${id} of this deployment no longer exists in the workspace. ` +
+  "Register a listener in the target cluster (POST /v2/listeners), then create a new deployment that uses it.";
 
 const asObject = (value: unknown): Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};

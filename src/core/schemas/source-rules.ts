@@ -1,4 +1,5 @@
 import type { ValidationIssue } from "../errors.js";
+import { isSelfHosted } from "../revision-machine.js";
 import type { SourceConfig, SourceRevisionConfig } from "./source-config.js";
 import { IMMUTABLE_SOURCE_CONFIG_FIELDS, MANAGED_SOURCES, type Source, type SourceConfigInput } from "./source.js";
 
@@ -43,7 +44,7 @@ export function sourceRuleIssues({ source, sourceConfig: sc, sourceRevisionConfi
     if (sc.integration_id === null) issues.push(missing(["source_config", "integration_id"]));
     if (sc.repo_url === null) issues.push(missing(["source_config", "repo_url"]));
   }
-  if (source === "external_container" && src.image_uri === null) {
+  if (isSelfHosted(source) && src.image_uri === null) {
     issues.push(missing(["source_revision_config", "image_uri"]));
   }
   if (MANAGED_SOURCES.has(source) && sc.listener_id !== null) {
@@ -58,8 +59,9 @@ export function sourceRuleIssues({ source, sourceConfig: sc, sourceRevisionConfi
 export const LISTENER_REQUIRED =
   "'source_config.listener_id' is required for source 'external_container': register a listener in the target cluster (POST /v2/listeners) and pass its id.";
 
-export const listenerRequired = (subject: RevisionSubject) =>
-  subject.source === "external_container" && subject.sourceConfig.listener_id === null;
+/** A self-hosted revision runs where its listener is: without one it cannot be made. */
+export const listenerRequired = (subject: { source: string; sourceConfig: Pick<SourceConfig, "listener_id"> }) =>
+  isSelfHosted(subject.source) && subject.sourceConfig.listener_id === null;
 
 const sameId = (a: string | null, b: string | null) => (a ?? "").toLowerCase() === (b ?? "").toLowerCase();
 

@@ -1,12 +1,13 @@
 import { z } from "zod";
+import { isSelfHosted } from "../revision-machine.js";
 import { resourceSpecSchema } from "./resource-spec.js";
 
 export const SOURCES = ["codehost", "external_container", "internal_container", "internal_source", "internal_template"] as const;
 export type Source = (typeof SOURCES)[number];
 export const sourceSchema = z.enum(SOURCES);
 
-/** Sources only available on the managed cloud; `external_container` is the self-hosted one. */
-export const MANAGED_SOURCES: ReadonlySet<Source> = new Set(["codehost", "internal_container", "internal_source", "internal_template"]);
+/** Sources only available on the managed cloud: all but the self-hosted one. */
+export const MANAGED_SOURCES: ReadonlySet<Source> = new Set(SOURCES.filter((s) => !isSelfHosted(s)));
 
 /** The per-revision source override (`revision_source`) takes only these. */
 export const REVISION_SOURCES = ["codehost", "internal_container", "internal_source"] as const;

@@ -2,13 +2,13 @@ import type { DeploymentWithRevision } from "../../core/deployments.js";
 import { revisionSourceRevisionConfig } from "../../core/revisions.js";
 import { maskedSecrets, readSecretReferences } from "../../core/schemas/secrets.js";
 import { deploymentSourceConfig, emptySourceRevisionConfig } from "../../core/schemas/source-config.js";
-import type { DeploymentStatus, Source } from "../../core/schemas/source.js";
+import { type DeploymentStatus, IMMUTABLE_SOURCE_CONFIG_FIELDS, REVISION_TRIGGER_FIELDS, type Source } from "../../core/schemas/source.js";
 import type { Deployment } from "../../generated/prisma/client.js";
 import type { RevisionStatus } from "../../core/revision-machine.js";
 import { builder } from "../builder.js";
 import type { GraphQLContext } from "../context.js";
 import { mutate, type UserError, UserErrorType } from "../errors.js";
-import { toRestBody } from "../input-names.js";
+import { camelList, toRestBody } from "../input-names.js";
 import { idOf, registerNode, requireId } from "../nodes.js";
 import { connection, PAGE_ARGS_DESCRIPTION, pageComplexity } from "../paging.js";
 import {
@@ -171,8 +171,10 @@ const DeploymentCreateInput = builder.inputType("DeploymentCreateInput", {
 });
 
 const DeploymentUpdateInput = builder.inputType("DeploymentUpdateInput", {
+  // Said from the rule's own field lists (core/revision-rules.ts revisionDue), so that the two cannot differ.
   description:
-    "A new revision is created when a sourceRevisionConfig field or secrets is given, or customUrl, resourceSpec, installCommand or buildCommand changes. integrationId, repoUrl, deploymentType and listenerId cannot change.",
+    `A new revision is created when a sourceRevisionConfig field or secrets is given, or ${camelList(REVISION_TRIGGER_FIELDS, "or")} changes. ` +
+    `${camelList(IMMUTABLE_SOURCE_CONFIG_FIELDS, "and")} cannot change.`,
   fields: (t) => revisionChangeFields(t, "Build the new revision from another source than the deployment's."),
 });
 

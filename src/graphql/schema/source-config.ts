@@ -1,6 +1,7 @@
-import { DEPLOYMENT_TYPES, type DeploymentType } from "../../core/schemas/source.js";
+import { DEPLOYMENT_TYPES, type DeploymentType, REVISION_TRIGGER_FIELDS } from "../../core/schemas/source.js";
 import type { AgentEnvironment } from "../../core/schemas/agent.js";
 import { builder, type Types } from "../builder.js";
+import { camelList } from "../input-names.js";
 import { SECRET_FIELD } from "../redact.js";
 import { bool, type Obj, obj, str } from "../values.js";
 import { AgentEnvironmentEnum, DeploymentTypeEnum, RevisionSourceEnum } from "./enums.js";
@@ -14,7 +15,7 @@ const ListenerConfig = builder.objectRef<Obj>("ListenerConfig").implement({
 const isDeploymentType = (v: string | null): v is DeploymentType => (DEPLOYMENT_TYPES as readonly (string | null)[]).includes(v);
 
 export const SourceConfigRef = builder.objectRef<Obj>("SourceConfig").implement({
-  description: "How a deployment is built and run; changing customUrl, resourceSpec, installCommand or buildCommand creates a revision.",
+  description: `How a deployment is built and run; changing ${camelList(REVISION_TRIGGER_FIELDS, "or")} creates a revision.`,
   fields: (t) => ({
     integrationId: t.id({ nullable: true, description: "REST id of the code-hosting installation.", resolve: (o) => str(o, "integration_id") }),
     repoUrl: t.string({ nullable: true, resolve: (o) => str(o, "repo_url") }),
