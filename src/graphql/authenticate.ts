@@ -1,15 +1,10 @@
 import type { Plugin } from "graphql-yoga";
-import type { Credentials } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import { unavailableAsCoreError } from "../core/prisma-errors.js";
 import { toGraphQLError } from "./errors.js";
 import type { ServerContext } from "./server.js";
-
-/** The same headers as REST: X-Api-Key (+ X-Tenant-Id), or Authorization: Bearer. */
-export function credentialsFromHeaders(headers: { get(name: string): string | null }): Credentials {
-  return { apiKey: headers.get("x-api-key"), tenantId: headers.get("x-tenant-id"), authorization: headers.get("authorization") };
-}
+import { credentialsFrom } from "../middleware/credentials.js";
 
 /**
  * Authenticates a GraphQL request over HTTP (GET, POST, SSE) before its document is parsed or
@@ -23,7 +18,7 @@ export function useAuthenticationFirst(core: Core): Plugin<Record<string, never>
     async onParams({ request, context, setResult }) {
       if (context.tenant) return;
       try {
-        context.tenant = await core.auth.authenticate(credentialsFromHeaders(request.headers));
+        context.tenant = await core.auth.authenticate(credentialsFrom(request.headers));
       } catch (err) {
         const refusal = unavailableAsCoreError(err);
         if (!(refusal instanceof CoreError)) throw err;

@@ -3,7 +3,7 @@ import { type ExecutionArgs, getOperationAST, GraphQLError } from "graphql";
 import { CloseCode } from "graphql-ws";
 import { useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
-import type { Credentials, Tenant } from "../core/auth.js";
+import type { Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { Logger } from "../logger.js";
@@ -11,12 +11,7 @@ import { redactSecrets } from "./redact.js";
 import { GRAPHQL_PATH, type GraphQLServer, logAnsweredError, maskError, MASKED_ERROR_MESSAGE } from "./server.js";
 import { subscribeShared } from "./shared-execution.js";
 import { authFailuresMessage, type CallerLimits, callerKey } from "../middleware/caller-limits.js";
-
-/** Connection params are read like HTTP headers, whatever their case: { "X-Api-Key": "…" }. */
-export function credentialsFromParams(params: Readonly<Record<string, unknown>> | undefined): Credentials {
-  const lower = new Map(Object.entries(params ?? {}).map(([k, v]) => [k.toLowerCase(), typeof v === "string" ? v : null]));
-  return { apiKey: lower.get("x-api-key"), tenantId: lower.get("x-tenant-id"), authorization: lower.get("authorization") };
-}
+import { credentialsFrom, paramsAsHeaders } from "../middleware/credentials.js";
 
 /** The operation's own envelop (yoga's plugins around graphql-js), handed over in rootValue. */
 type Envelope = Pick<ReturnType<GraphQLServer["getEnveloped"]>, "execute">;
@@ -69,7 +64,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           ctx.extra.socket.close(TOO_MANY_FAILURES, authFailuresMessage(limits.authFailuresPerMinute, allowed.retryAfterSeconds));
           return false;
         }
-        const credentials = credentialsFromParams(ctx.connectionParams);
+        const credentials = credentialsFrom(paramsAsHeaders(ctx.connectionParams));
         try {
           tenants.set(ctx.extra.socket, await core.auth.authenticate(credentials));
           callers.set(ctx.extra.socket, callerKey(credentials, address));

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { clientAddress, EXEMPT } from "../rest/limits.js";
+import { clientAddress, EXEMPT } from "./limits.js";
 import { authFailuresMessage, type CallerLimits } from "./caller-limits.js";
 
 /**

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import type { Core } from "../core/index.js";
+import { credentialsFrom } from "../middleware/credentials.js";
 import type { Env } from "./http.js";
 import { listenerRoutes } from "./listeners.js";
 import { deploymentRoutes } from "./deployments.js";
@@ -33,11 +34,7 @@ export function restRoutes(core: Core) {
 
 function authenticate(core: Core) {
   return async (c: import("hono").Context<Env>, next: () => Promise<void>) => {
-    const tenant = await core.auth.authenticate({
-      apiKey: c.req.header("x-api-key"),
-      tenantId: c.req.header("x-tenant-id"),
-      authorization: c.req.header("authorization"),
-    });
+    const tenant = await core.auth.authenticate(credentialsFrom(c.req.raw.headers));
     c.set("tenant", tenant);
     await next();
   };

@@ -5,7 +5,7 @@ import type { Tenant } from "../../src/core/auth.js";
 import { IdempotencyService } from "../../src/core/idempotency.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { toErrorAnswer } from "../../src/rest/errors.js";
-import { idempotency } from "../../src/rest/idempotency.js";
+import { idempotency } from "../../src/middleware/idempotency.js";
 import { type TestApp, startTestApp } from "../support/app.js";
 
 let t: TestApp;

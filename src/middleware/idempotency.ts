@@ -3,6 +3,7 @@ import type { Authenticator, Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { IdempotencyService } from "../core/idempotency.js";
 import type { Logger } from "../logger.js";
+import { credentialsFrom } from "./credentials.js";
 
 /**
  * `Idempotency-Key` on POSTs. The first request with a key runs and its answer (status and body) is
@@ -19,11 +20,7 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
 
     let tenant: Tenant;
     try {
-      tenant = await auth.authenticate({
-        apiKey: c.req.header("x-api-key"),
-        tenantId: c.req.header("x-tenant-id"),
-        authorization: c.req.header("authorization"),
-      });
+      tenant = await auth.authenticate(credentialsFrom(c.req.raw.headers));
     } catch (err) {
       if (err instanceof CoreError) return next();
       throw err;

@@ -1,7 +1,8 @@
 import type { IncomingMessage } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { type CallerLimits, callerKey } from "../middleware/caller-limits.js";
+import { type CallerLimits, callerKey } from "./caller-limits.js";
+import { credentialsFrom } from "./credentials.js";
 
 /**
  * Bodies over `maxBytes` answer 413 before anything parses them: a declared Content-Length is
@@ -29,8 +30,7 @@ export function rateLimit(limits: CallerLimits): MiddlewareHandler {
   if (limits.ratePerMinute === 0) return (_c, next) => next();
   return async (c, next) => {
     if (EXEMPT.has(c.req.path)) return next();
-    const credentials = { apiKey: c.req.header("x-api-key"), authorization: c.req.header("authorization") };
-    const result = limits.request(callerKey(credentials, clientAddress(c)));
+    const result = limits.request(callerKey(credentialsFrom(c.req.raw.headers), clientAddress(c)));
     if (!result.ok) {
       return c.json(
         { detail: `Rate limit exceeded: at most ${limits.ratePerMinute} requests per minute. Retry after ${result.retryAfterSeconds} s.` },
