@@ -17,5 +17,6 @@ describe("PGlite snapshots", () => {
     } finally {
       await copy.close();
     }
-  });
+    // Two embedded databases start here (about 3 s each on a quiet machine, ten times that on a loaded one).
+  }, 180_000);
 });
