@@ -5,6 +5,7 @@ import { createAdaptorServer } from "@hono/node-server";
 import { Hono } from "hono";
 import type { Config } from "./config.js";
 import { createCore, type Core } from "./core/index.js";
+import { tenantData } from "./core/tenant-data.js";
 import { CursorCodec } from "./core/pagination.js";
 import { loadSecretsKey, SecretBox } from "./core/secrets.js";
 import { bootstrap } from "./core/workspaces.js";
@@ -83,6 +84,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const core = createCore(
     {
       prisma: db.prisma,
+      data: (tenant) => tenantData(db.prisma, tenant),
       events,
       secrets: new SecretBox(secretsKey, config.secretsKeyPrevious.map((k) => Buffer.from(k, "base64"))),
       cursors: new CursorCodec(createHmac("sha256", secretsKey).update("cursor-signing").digest()),

@@ -35,8 +35,8 @@ export class ConnectionService {
 
   /** Every connection of the agent in the caller's workspace, newest first. */
   async list(tenant: Tenant, agentId: string): Promise<AgentConnection[]> {
-    return this.deps.prisma.agentConnection.findMany({
-      where: { workspaceId: tenant.workspaceId, agentId },
+    return this.deps.data(tenant).agentConnection.findMany({
+      where: { agentId },
       orderBy: newestFirst,
     });
   }
@@ -44,8 +44,8 @@ export class ConnectionService {
   /** Relay-style paging over one agent's connections (GraphQL). */
   keyset(tenant: Tenant, agentId: string, args: KeysetArgs): Promise<KeysetPage<AgentConnection>> {
     return keysetPage(args, (q) =>
-      this.deps.prisma.agentConnection.findMany({
-        where: { AND: [{ workspaceId: tenant.workspaceId, agentId }, q.where] },
+      this.deps.data(tenant).agentConnection.findMany({
+        where: { AND: [{ agentId }, q.where] },
         orderBy: q.orderBy,
         take: q.take,
       }),
@@ -62,7 +62,7 @@ export class ConnectionService {
     const [token] = await this.vault.byIds(tenant, [input.oauth_token_id]);
     if (!token) throw notFound("OAuth token", input.oauth_token_id);
     try {
-      return await this.deps.prisma.agentConnection.create({
+      return await this.deps.data(tenant).agentConnection.create({
         data: {
           workspaceId: tenant.workspaceId,
           agentId,
@@ -83,8 +83,8 @@ export class ConnectionService {
   }
 
   async delete(tenant: Tenant, agentId: string, connectionId: string): Promise<void> {
-    const { count } = await this.deps.prisma.agentConnection.deleteMany({
-      where: { id: connectionId, agentId, workspaceId: tenant.workspaceId },
+    const { count } = await this.deps.data(tenant).agentConnection.deleteMany({
+      where: { id: connectionId, agentId },
     });
     if (count === 0) throw notFound("Connection", connectionId);
   }

@@ -87,7 +87,7 @@ export class DeploymentService {
     const subject: RevisionSubject = { source: input.source, sourceConfig, sourceRevisionConfig };
     const name = input.name ?? (input.agent ? `${input.agent.agent_id}-${input.agent.environment}` : null);
     const missingName: ValidationIssue[] = name ? [] : [{ loc: ["body", "name"], type: "missing", msg: "Field required" }];
-    await checkRevisionSubject(this.deps, this.deps.prisma, tenant, subject, { kind: "request", issues: missingName });
+    await checkRevisionSubject(this.deps, this.deps.data(tenant), subject, { kind: "request", issues: missingName });
     if (!name) throw invalid(missingName); // reported above with the rules' issues; this narrows the type
 
     const id = randomUUID();
@@ -100,7 +100,7 @@ export class DeploymentService {
       routeThroughGateway: input.route_through_gateway ?? false,
     };
     try {
-      const { deployment, revision } = await commitThenPublish(this.deps, async (tx) => {
+      const { deployment, revision } = await commitThenPublish(this.door(tenant), async (tx) => {
         await tx.deployment.create({
           data: {
             id,
@@ -145,14 +145,14 @@ export class DeploymentService {
   }
 
   async list(tenant: Tenant, query: DeploymentFilter & { limit: number; offset: number }): Promise<OffsetPage<DeploymentWithLatestConfig>> {
-    const rows = await this.deps.prisma.deployment.findMany({
+    const rows = await this.deps.data(tenant).deployment.findMany({
       where: deploymentWhere(tenant.workspaceId, query),
       orderBy: newestFirst,
       take: query.limit,
       skip: query.offset,
     });
     const latestIds = rows.flatMap((d) => (d.latestRevisionId ? [d.latestRevisionId] : []));
-    const latest = latestIds.length > 0 ? await this.deps.prisma.revision.findMany({ where: { id: { in: latestIds } }, select: REVISION_CONFIG_COLUMNS }) : [];
+    const latest = latestIds.length > 0 ? await this.deps.data(tenant).revision.findMany({ where: { id: { in: latestIds } }, select: REVISION_CONFIG_COLUMNS }) : [];
     const byId = new Map(latest.map((r) => [r.id, r]));
     const resources = rows.map((d) => ({ ...d, latestRevision: (d.latestRevisionId && byId.get(d.latestRevisionId)) || null }));
     return { resources, offset: query.offset + resources.length };
@@ -175,7 +175,7 @@ export class DeploymentService {
 
   /** A new revision from an earlier one's configuration (a rollback), which the deployment takes on. */
   async redeploy(tenant: Tenant, id: string, revisionId: string): Promise<DeploymentWithRevision> {
-    const { deployment, revision } = await commitThenPublish(this.deps, async (tx) => {
+    const { deployment, revision } = await commitThenPublish(this.door(tenant), async (tx) => {
       const current = await this.lock(tx, tenant, id);
       const earlier = await tx.revision.findFirst({ where: { id: revisionId, deploymentId: id } });
       if (!earlier) throw notFound("Revision", revisionId);
@@ -187,7 +187,7 @@ export class DeploymentService {
         listener_id: current.listenerId,
         deployment_type: current.deploymentType as SourceConfig["deployment_type"],
       };
-      await checkRevisionSubject(this.deps, tx, tenant, { ...snapshot, sourceConfig }, { kind: "redeploy", revisionId });
+      await checkRevisionSubject(this.deps, tx, { ...snapshot, sourceConfig }, { kind: "redeploy", revisionId });
       await tx.deployment.update({
         where: { id },
         data: {
@@ -221,9 +221,9 @@ export class DeploymentService {
   /** The one deletion path (single and bulk): revisions and their events go with the deployment. */
   private async remove(tenant: Tenant, ids: string[]): Promise<string[]> {
     // Through AWAITING_DELETE, published, before the rows go.
-    const foundIds = await markDeleting(this.deps, tenant.workspaceId, ids);
+    const foundIds = await markDeleting(this.deps, tenant, ids);
     if (foundIds.length > 0) {
-      await this.deps.prisma.deployment.deleteMany({ where: { id: { in: foundIds }, workspaceId: tenant.workspaceId } });
+      await this.deps.data(tenant).deployment.deleteMany({ where: { id: { in: foundIds } } });
       // Their uploads' rows went with them; the bytes of a folder store go now.
       await this.deps.blobs.removeDeployments(foundIds);
     }
@@ -236,7 +236,7 @@ export class DeploymentService {
    */
   private async change(tenant: Tenant, id: string, input: DeploymentUpdateInput | Omit<DeploymentUpdateInput, "name" | "source">, force: boolean) {
     const sealed = input.secrets ? this.deps.secrets.sealAll(input.secrets) : null;
-    return commitThenPublish(this.deps, async (tx) => {
+    return commitThenPublish(this.door(tenant), async (tx) => {
       const current = await this.lock(tx, tenant, id);
       const currentConfig = deploymentSourceConfig(current);
       const fixed = fixedFieldIssues({ ...current, sourceConfig: currentConfig }, input);
@@ -268,7 +268,7 @@ export class DeploymentService {
       const previous = await tx.revision.findFirst({ where: { deploymentId: id, source }, orderBy: newestFirst });
       const inherited = previous ? readSourceRevisionConfig(previous.sourceRevisionConfig) : emptySourceRevisionConfig();
       const subject: RevisionSubject = { source, sourceConfig: nextConfig, sourceRevisionConfig: overlay(inherited, revisionInputs) };
-      await checkRevisionSubject(this.deps, tx, tenant, subject, { kind: "request" });
+      await checkRevisionSubject(this.deps, tx, subject, { kind: "request" });
       const updated = await tx.deployment.update({ where: { id }, data });
       const { deployment, revision, events } = await this.revisions.createRecord(tx, current, {
         ...subject,
@@ -281,10 +281,15 @@ export class DeploymentService {
     });
   }
 
+  /** The tenant's data, and the bus its changes are told on (commitThenPublish). */
+  private door(tenant: Tenant) {
+    return { prisma: this.deps.data(tenant), events: this.deps.events };
+  }
+
   /** Reads the deployment with its row locked, so that concurrent changes to it run one after another. */
   private async lock(tx: Tx, tenant: Tenant, id: string): Promise<Deployment> {
     await tx.$queryRaw`SELECT id FROM deployments WHERE id = ${id}::uuid AND workspace_id = ${tenant.workspaceId}::uuid FOR UPDATE`;
-    const deployment = await tx.deployment.findFirst({ where: { id, workspaceId: tenant.workspaceId } });
+    const deployment = await tx.deployment.findFirst({ where: { id } });
     if (!deployment) throw notFound("Deployment", id);
     if (deployment.status === "AWAITING_DELETE") throw badRequest(`Deployment ID ${id} is being deleted.`);
     return deployment;

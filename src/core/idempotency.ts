@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
-import type { PrismaClient } from "../db/client.js";
+import type { CoreDeps } from "./context.js";
 import type { Tenant } from "./auth.js";
 import { conflict, invalid, type ValidationIssue } from "./errors.js";
 import { isUniqueViolation } from "./prisma-errors.js";
@@ -58,7 +58,8 @@ export class IdempotencyService {
   private lastPurge = 0;
 
   constructor(
-    private readonly prisma: PrismaClient,
+    /** `data` for a caller's keys; `prisma` only to purge expired keys of every workspace. */
+    private readonly deps: Pick<CoreDeps, "prisma" | "data">,
     /** Fingerprints are keyed: a plain hash of a body would let anyone with the table guess secret values. */
     private readonly fingerprintKey: Buffer,
     options: IdempotencyOptions = {},
@@ -72,22 +73,23 @@ export class IdempotencyService {
     const key = parseKey(rawKey);
     const fingerprint = this.fingerprint(request);
     await this.purgeExpired();
+    const db = this.deps.data(tenant);
     const id = { workspaceId_key: { workspaceId: tenant.workspaceId, key } };
     const deadline = Date.now() + this.waitMs;
     for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
       const now = new Date();
       try {
-        await this.prisma.idempotencyKey.create({
+        await db.idempotencyKey.create({
           data: { workspaceId: tenant.workspaceId, key, fingerprint, expiresAt: new Date(now.getTime() + this.ttlMs) },
         });
         return { kind: "fresh" };
       } catch (err) {
         if (!isUniqueViolation(err)) throw err;
       }
-      const row = await this.prisma.idempotencyKey.findUnique({ where: id });
+      const row = await db.idempotencyKey.findUnique({ where: id });
       if (!row) continue; // released or expired in between: try to insert again
       if (row.expiresAt <= now) {
-        await this.prisma.idempotencyKey.deleteMany({ where: { ...id.workspaceId_key, expiresAt: { lte: now } } });
+        await db.idempotencyKey.deleteMany({ where: { key, expiresAt: { lte: now } } });
         continue;
       }
       if (row.fingerprint !== fingerprint) throw mismatch(rawKey);
@@ -95,8 +97,8 @@ export class IdempotencyService {
         return { kind: "replay", status: row.status, contentType: row.contentType, body: row.responseBody ?? "" };
       }
       if (now.getTime() - row.createdAt.getTime() > this.staleMs) {
-        await this.prisma.idempotencyKey.deleteMany({
-          where: { ...id.workspaceId_key, status: null, createdAt: row.createdAt },
+        await db.idempotencyKey.deleteMany({
+          where: { key, status: null, createdAt: row.createdAt },
         });
         continue;
       }
@@ -109,15 +111,15 @@ export class IdempotencyService {
 
   /** Stores the answer of a fresh claim, for its retries. */
   async complete(tenant: Tenant, key: string, answer: StoredAnswer): Promise<void> {
-    await this.prisma.idempotencyKey.updateMany({
-      where: { workspaceId: tenant.workspaceId, key, status: null },
+    await this.deps.data(tenant).idempotencyKey.updateMany({
+      where: { key, status: null },
       data: { status: answer.status, contentType: answer.contentType, responseBody: answer.body },
     });
   }
 
   /** Gives a fresh claim up (the request failed on the server's side), so that a retry runs again. */
   async release(tenant: Tenant, key: string): Promise<void> {
-    await this.prisma.idempotencyKey.deleteMany({ where: { workspaceId: tenant.workspaceId, key, status: null } });
+    await this.deps.data(tenant).idempotencyKey.deleteMany({ where: { key, status: null } });
   }
 
   private fingerprint(request: IdempotentRequest): string {
@@ -130,7 +132,7 @@ export class IdempotencyService {
     const now = Date.now();
     if (now - this.lastPurge < PURGE_EVERY_MS) return;
     this.lastPurge = now;
-    await this.prisma.idempotencyKey.deleteMany({ where: { expiresAt: { lte: new Date(now) } } });
+    await this.deps.prisma.idempotencyKey.deleteMany({ where: { expiresAt: { lte: new Date(now) } } });
   }
 }
 

@@ -56,7 +56,7 @@ export function createCore(
     oauthTokens,
     oauthFlows: new FlowService(deps, options.oauth, oauthClient, oauthProviders, oauthTokens),
     /** Idempotency-Key on POSTs: the first answer, replayed. */
-    idempotency: new IdempotencyService(deps.prisma, options.idempotencyFingerprintKey),
+    idempotency: new IdempotencyService(deps, options.idempotencyFingerprintKey),
     /** Batch loads, counts and per-parent pages for the GraphQL face's DataLoaders. */
     graph: new GraphQueries(deps),
     revisionPages: new RevisionPages(deps),

@@ -52,8 +52,8 @@ export class InstallationService {
   /** Relay-style paging over the workspace's installations (REST above, GraphQL connections). */
   keyset(tenant: Tenant, args: KeysetArgs): Promise<KeysetPage<CodehostInstallation>> {
     return keysetPage(args, (q) =>
-      this.deps.prisma.codehostInstallation.findMany({
-        where: { AND: [{ workspaceId: tenant.workspaceId }, q.where] },
+      this.deps.data(tenant).codehostInstallation.findMany({
+        where: q.where,
         orderBy: q.orderBy,
         take: q.take,
       }),
@@ -62,8 +62,7 @@ export class InstallationService {
 
   /** Every installation of the workspace (the basic v1 listing has no paging). */
   async all(tenant: Tenant): Promise<CodehostInstallation[]> {
-    return this.deps.prisma.codehostInstallation.findMany({
-      where: { workspaceId: tenant.workspaceId },
+    return this.deps.data(tenant).codehostInstallation.findMany({
       orderBy: newestFirst,
     });
   }
@@ -71,7 +70,7 @@ export class InstallationService {
   async register(tenant: Tenant, body: unknown): Promise<CodehostInstallation> {
     const input = parseInput(installationRegisterSchema, body, "body");
     try {
-      return await this.deps.prisma.$transaction(async (tx) => {
+      return await this.deps.data(tenant).$transaction(async (tx) => {
         const installation = await tx.codehostInstallation.create({
           data: {
             workspaceId: tenant.workspaceId,

@@ -34,7 +34,7 @@ export class ListenerService {
   async create(tenant: Tenant, body: unknown): Promise<Listener> {
     const input = parseInput(listenerCreateSchema, body, "body");
     try {
-      return await this.deps.prisma.listener.create({
+      return await this.deps.data(tenant).listener.create({
         data: {
           workspaceId: tenant.workspaceId,
           computeType: input.compute_type,
@@ -50,14 +50,13 @@ export class ListenerService {
   }
 
   async get(tenant: Tenant, id: string): Promise<Listener> {
-    const listener = await this.deps.prisma.listener.findFirst({ where: { id, workspaceId: tenant.workspaceId } });
+    const listener = await this.deps.data(tenant).listener.findFirst({ where: { id } });
     if (!listener) throw notFound("Listener", id);
     return listener;
   }
 
   async list(tenant: Tenant, page: { limit: number; offset: number }): Promise<OffsetPage<Listener>> {
-    const resources = await this.deps.prisma.listener.findMany({
-      where: { workspaceId: tenant.workspaceId },
+    const resources = await this.deps.data(tenant).listener.findMany({
       orderBy: newestFirst,
       take: page.limit,
       skip: page.offset,
@@ -73,13 +72,13 @@ export class ListenerService {
       ...(input.compute_config != null && { computeConfig: input.compute_config }),
     };
     if (Object.keys(data).length === 0) return this.get(tenant, id);
-    const { count } = await this.deps.prisma.listener.updateMany({ where: { id, workspaceId: tenant.workspaceId }, data });
+    const { count } = await this.deps.data(tenant).listener.updateMany({ where: { id }, data });
     if (count === 0) throw notFound("Listener", id);
     return this.get(tenant, id);
   }
 
   async delete(tenant: Tenant, id: string): Promise<void> {
-    const { count } = await this.deps.prisma.listener.deleteMany({ where: { id, workspaceId: tenant.workspaceId } });
+    const { count } = await this.deps.data(tenant).listener.deleteMany({ where: { id } });
     if (count === 0) throw notFound("Listener", id);
   }
 }

@@ -109,7 +109,7 @@ export class LogService {
   }
 
   private async requireDeployment(tenant: Tenant, id: string): Promise<void> {
-    const found = await this.deps.prisma.deployment.findFirst({ where: { id, workspaceId: tenant.workspaceId }, select: { id: true } });
+    const found = await this.deps.data(tenant).deployment.findFirst({ where: { id }, select: { id: true } });
     if (!found) throw notFound("Deployment", id);
   }
 }

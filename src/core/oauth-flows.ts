@@ -106,7 +106,7 @@ export class FlowService {
   }
 
   async byIds(tenant: Tenant, ids: readonly string[]): Promise<(OAuthFlow | null)[]> {
-    const rows = await this.deps.prisma.oAuthFlow.findMany({ where: { workspaceId: tenant.workspaceId, owner: tenant.actor, id: { in: uuidsOnly(ids) } } });
+    const rows = await this.deps.data(tenant).oAuthFlow.findMany({ where: { owner: tenant.actor, id: { in: uuidsOnly(ids) } } });
     return inOrder(ids, rows);
   }
 
@@ -199,9 +199,9 @@ export class FlowService {
     const state = randomBytes(32).toString("base64url");
     const verifier = provider.usesPkce ? randomPKCECodeVerifier() : null;
     const redirect = redirectUri(this.settings, origin, provider.providerId);
-    // Flows that ended long ago are of no use to anyone: each new flow sweeps them.
+    // Flows that ended long ago, of any workspace, are of no use to anyone: each new flow sweeps them.
     await this.deps.prisma.oAuthFlow.deleteMany({ where: { expiresAt: { lt: new Date(Date.now() - KEEP_EXPIRED_MS) } } });
-    const flow = await this.deps.prisma.oAuthFlow.create({
+    const flow = await this.deps.data(tenant).oAuthFlow.create({
       data: {
         workspaceId: tenant.workspaceId,
         oauthProviderId: provider.id,

@@ -55,17 +55,17 @@ export class ProviderService {
   ) {}
 
   list(tenant: Tenant): Promise<OAuthProvider[]> {
-    return this.deps.prisma.oAuthProvider.findMany({ where: { workspaceId: tenant.workspaceId }, orderBy: newestFirst });
+    return this.deps.data(tenant).oAuthProvider.findMany({ orderBy: newestFirst });
   }
 
   keyset(tenant: Tenant, args: KeysetArgs): Promise<KeysetPage<OAuthProvider>> {
     return keysetPage(args, (q) =>
-      this.deps.prisma.oAuthProvider.findMany({ where: { AND: [{ workspaceId: tenant.workspaceId }, q.where] }, orderBy: q.orderBy, take: q.take }),
+      this.deps.data(tenant).oAuthProvider.findMany({ where: q.where, orderBy: q.orderBy, take: q.take }),
     );
   }
 
   count(tenant: Tenant): Promise<number> {
-    return this.deps.prisma.oAuthProvider.count({ where: { workspaceId: tenant.workspaceId } });
+    return this.deps.data(tenant).oAuthProvider.count();
   }
 
   async get(tenant: Tenant, providerId: string): Promise<OAuthProvider> {
@@ -75,11 +75,11 @@ export class ProviderService {
   }
 
   async byIds(tenant: Tenant, ids: readonly string[]): Promise<(OAuthProvider | null)[]> {
-    return inOrder(ids, await this.deps.prisma.oAuthProvider.findMany({ where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } } }));
+    return inOrder(ids, await this.deps.data(tenant).oAuthProvider.findMany({ where: { id: { in: uuidsOnly(ids) } } }));
   }
 
   find(tenant: Tenant, providerId: string): Promise<OAuthProvider | null> {
-    return this.deps.prisma.oAuthProvider.findUnique({ where: { workspaceId_providerId: { workspaceId: tenant.workspaceId, providerId } } });
+    return this.deps.data(tenant).oAuthProvider.findUnique({ where: { workspaceId_providerId: { workspaceId: tenant.workspaceId, providerId } } });
   }
 
   async create(tenant: Tenant, body: unknown): Promise<OAuthProvider> {
@@ -136,7 +136,7 @@ export class ProviderService {
     };
     // Nothing to change is not an update (Prisma would not run one, and count none).
     if (Object.keys(data).length === 0) return this.get(tenant, providerId);
-    const { count } = await this.deps.prisma.oAuthProvider.updateMany({ where: { workspaceId: tenant.workspaceId, providerId }, data });
+    const { count } = await this.deps.data(tenant).oAuthProvider.updateMany({ where: { providerId }, data });
     if (count === 0) throw notFound("Provider", providerId);
     return this.get(tenant, providerId);
   }
@@ -145,13 +145,13 @@ export class ProviderService {
   async delete(tenant: Tenant, providerId: string): Promise<{ deletedTokens: number }> {
     const provider = await this.get(tenant, providerId);
     const deletedTokens = await this.vault.revokeAndDelete(tenant, { oauthProviderId: provider.id });
-    await this.deps.prisma.oAuthProvider.deleteMany({ where: { id: provider.id, workspaceId: tenant.workspaceId } });
+    await this.deps.data(tenant).oAuthProvider.deleteMany({ where: { id: provider.id } });
     return { deletedTokens };
   }
 
   private async insert(tenant: Tenant, providerId: string, data: Omit<Prisma.OAuthProviderUncheckedCreateInput, "workspaceId" | "organizationId" | "providerId">) {
     try {
-      return await this.deps.prisma.oAuthProvider.create({
+      return await this.deps.data(tenant).oAuthProvider.create({
         data: { ...data, workspaceId: tenant.workspaceId, organizationId: tenant.organizationId, providerId },
       });
     } catch (err) {

@@ -36,24 +36,24 @@ export class TokenVault {
 
   /** The caller's own tokens. */
   private mine(tenant: Tenant) {
-    return { workspaceId: tenant.workspaceId, owner: tenant.actor };
+    return { owner: tenant.actor };
   }
 
   list(tenant: Tenant, providerId?: string): Promise<OAuthToken[]> {
-    return this.deps.prisma.oAuthToken.findMany({ where: { ...this.mine(tenant), ...(providerId && { providerId }) }, orderBy: newestFirst });
+    return this.deps.data(tenant).oAuthToken.findMany({ where: { ...this.mine(tenant), ...(providerId && { providerId }) }, orderBy: newestFirst });
   }
 
   keyset(tenant: Tenant, providerId: string | null, args: KeysetArgs): Promise<KeysetPage<OAuthToken>> {
     const where = { ...this.mine(tenant), ...(providerId && { providerId }) };
-    return keysetPage(args, (q) => this.deps.prisma.oAuthToken.findMany({ where: { AND: [where, q.where] }, orderBy: q.orderBy, take: q.take }));
+    return keysetPage(args, (q) => this.deps.data(tenant).oAuthToken.findMany({ where: { AND: [where, q.where] }, orderBy: q.orderBy, take: q.take }));
   }
 
   count(tenant: Tenant, providerId: string | null): Promise<number> {
-    return this.deps.prisma.oAuthToken.count({ where: { ...this.mine(tenant), ...(providerId && { providerId }) } });
+    return this.deps.data(tenant).oAuthToken.count({ where: { ...this.mine(tenant), ...(providerId && { providerId }) } });
   }
 
   async byIds(tenant: Tenant, ids: readonly string[]): Promise<(OAuthToken | null)[]> {
-    const rows = await this.deps.prisma.oAuthToken.findMany({ where: { ...this.mine(tenant), id: { in: uuidsOnly(ids) } } });
+    const rows = await this.deps.data(tenant).oAuthToken.findMany({ where: { ...this.mine(tenant), id: { in: uuidsOnly(ids) } } });
     return inOrder(ids, rows);
   }
 
@@ -65,7 +65,7 @@ export class TokenVault {
 
   /** The caller's token for the provider that holds every scope asked: the default one first, then the newest. */
   async pick(tenant: Tenant, provider: OAuthProvider, scopes: string[]): Promise<OAuthToken | null> {
-    const tokens = await this.deps.prisma.oAuthToken.findMany({
+    const tokens = await this.deps.data(tenant).oAuthToken.findMany({
       where: { ...this.mine(tenant), oauthProviderId: provider.id },
       orderBy: [{ isDefault: "desc" }, ...newestFirst],
     });
@@ -76,7 +76,7 @@ export class TokenVault {
   async update(tenant: Tenant, tokenId: string, body: unknown): Promise<OAuthToken> {
     const input = parseInput(tokenUpdateSchema, body, "body");
     const token = await this.get(tenant, tokenId);
-    return this.deps.prisma.$transaction(async (tx) => {
+    return this.deps.data(tenant).$transaction(async (tx) => {
       if (input.is_default === true) await this.clearDefault(tx, tenant, token.oauthProviderId);
       const updated = await tx.oAuthToken.update({
         where: { id: token.id },
@@ -85,7 +85,7 @@ export class TokenVault {
           ...(input.is_default != null && { isDefault: input.is_default }),
         },
       });
-      await tx.agentConnection.updateMany({ where: { workspaceId: tenant.workspaceId, oauthTokenId: token.id }, data: connectionFields(updated) });
+      await tx.agentConnection.updateMany({ where: { oauthTokenId: token.id }, data: connectionFields(updated) });
       return updated;
     });
   }
@@ -101,21 +101,21 @@ export class TokenVault {
   }
 
   async exists(tenant: Tenant, providerId: string): Promise<boolean> {
-    return (await this.deps.prisma.oAuthToken.count({ where: { ...this.mine(tenant), providerId }, take: 1 })) > 0;
+    return (await this.deps.data(tenant).oAuthToken.count({ where: { ...this.mine(tenant), providerId }, take: 1 })) > 0;
   }
 
   /** The workspace-wide Slack pair: anyone's tokens of a provider of type slack. */
   async slackExists(tenant: Tenant): Promise<boolean> {
-    return (await this.deps.prisma.oAuthToken.count({ where: slackTokens(tenant), take: 1 })) > 0;
+    return (await this.deps.data(tenant).oAuthToken.count({ where: slackTokens, take: 1 })) > 0;
   }
 
   revokeSlack(tenant: Tenant): Promise<number> {
-    return this.revokeAndDelete(tenant, slackTokens(tenant));
+    return this.revokeAndDelete(tenant, slackTokens);
   }
 
   /** Keeps what a provider's token endpoint answered, for the owner; `isDefault` makes it the one picked first. */
   save(tenant: Tenant, provider: OAuthProvider, tokens: TokenSet, options: { requestedScopes: string[]; isDefault: boolean }): Promise<OAuthToken> {
-    return this.deps.prisma.$transaction((tx) => this.store(tx, tenant, provider, tokens, options));
+    return this.deps.data(tenant).$transaction((tx) => this.store(tx, tenant, provider, tokens, options));
   }
 
   /** save(), inside the caller's transaction. */
@@ -154,13 +154,13 @@ export class TokenVault {
     const expired = (t: OAuthToken) => t.expiresAt !== null && t.expiresAt.getTime() <= Date.now();
     if (!token.expiresAt || token.expiresAt.getTime() - Date.now() > REFRESH_MARGIN_MS) return open(token);
     if (!token.refreshToken) return expired(token) ? null : open(token);
-    const provider = await this.deps.prisma.oAuthProvider.findUniqueOrThrow({ where: { id: token.oauthProviderId } });
+    const provider = await this.deps.data(tenant).oAuthProvider.findUniqueOrThrow({ where: { id: token.oauthProviderId } });
     let refreshed: TokenSet;
     try {
       refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider), this.deps.secrets.open(token.refreshToken));
     } catch (err) {
       // Another replica may have refreshed it a moment ago (and, with rotation, spent the old refresh token).
-      const now = await this.deps.prisma.oAuthToken.findUnique({ where: { id: token.id } });
+      const now = await this.deps.data(tenant).oAuthToken.findUnique({ where: { id: token.id } });
       if (now && now.refreshToken !== token.refreshToken && !expired(now)) return open(now);
       if (!expired(token)) return open(token);
       if (err instanceof CoreError && err.code === "BAD_REQUEST") return null;
@@ -174,10 +174,10 @@ export class TokenVault {
       expiresAt: refreshed.expiresAt,
       ...(refreshed.scopes && { scopes: refreshed.scopes }),
     };
-    const updated = await this.deps.prisma.$transaction(async (tx) => {
+    const updated = await this.deps.data(tenant).$transaction(async (tx) => {
       const { count } = await tx.oAuthToken.updateMany({ where: { id: token.id, refreshToken: token.refreshToken }, data });
       const row = await tx.oAuthToken.findUnique({ where: { id: token.id } });
-      if (count > 0 && row) await tx.agentConnection.updateMany({ where: { workspaceId: tenant.workspaceId, oauthTokenId: token.id }, data: connectionFields(row) });
+      if (count > 0 && row) await tx.agentConnection.updateMany({ where: { oauthTokenId: token.id }, data: connectionFields(row) });
       return row;
     });
     return updated ? open(updated) : null;
@@ -189,7 +189,7 @@ export class TokenVault {
    * A provider that cannot revoke (no endpoint, or down) does not stop the deletion: it is logged.
    */
   async revokeAndDelete(tenant: Tenant, where: Prisma.OAuthTokenWhereInput): Promise<number> {
-    const tokens = await this.deps.prisma.oAuthToken.findMany({ where: { AND: [{ workspaceId: tenant.workspaceId }, where] }, include: { provider: true } });
+    const tokens = await this.deps.data(tenant).oAuthToken.findMany({ where, include: { provider: true } });
     for (const token of tokens) {
       const [value, hint] = token.refreshToken ? [token.refreshToken, "refresh_token" as const] : [token.accessToken, "access_token" as const];
       try {
@@ -201,9 +201,10 @@ export class TokenVault {
     }
     const ids = tokens.map((t) => t.id);
     if (ids.length === 0) return 0;
-    await this.deps.prisma.$transaction([
-      this.deps.prisma.agentConnection.deleteMany({ where: { workspaceId: tenant.workspaceId, oauthTokenId: { in: ids } } }),
-      this.deps.prisma.oAuthToken.deleteMany({ where: { workspaceId: tenant.workspaceId, id: { in: ids } } }),
+    const db = this.deps.data(tenant);
+    await db.$transaction([
+      db.agentConnection.deleteMany({ where: { oauthTokenId: { in: ids } } }),
+      db.oAuthToken.deleteMany({ where: { id: { in: ids } } }),
     ]);
     return ids.length;
   }
@@ -213,4 +214,4 @@ export class TokenVault {
   }
 }
 
-const slackTokens = (tenant: Tenant): Prisma.OAuthTokenWhereInput => ({ workspaceId: tenant.workspaceId, provider: { providerType: "slack" } });
+const slackTokens: Prisma.OAuthTokenWhereInput = { provider: { providerType: "slack" } };

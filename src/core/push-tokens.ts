@@ -45,8 +45,8 @@ export class PushTokenService {
   ) {}
 
   async create(tenant: Tenant, deploymentId: string): Promise<PushToken> {
-    const deployment = await this.deps.prisma.deployment.findFirst({
-      where: { id: deploymentId, workspaceId: tenant.workspaceId },
+    const deployment = await this.deps.data(tenant).deployment.findFirst({
+      where: { id: deploymentId },
       select: { id: true, workspaceId: true, source: true, status: true },
     });
     if (!deployment) throw notFound("Deployment", deploymentId);
@@ -58,11 +58,9 @@ export class PushTokenService {
     const token = `dcp_push_${randomBytes(32).toString("base64url")}`;
     const now = Date.now();
     const expiresAt = new Date(now + PUSH_TOKEN_TTL_MS);
-    await this.deps.prisma.$transaction([
-      // Expired tokens are worth nothing: each new one clears them away.
-      this.deps.prisma.pushToken.deleteMany({ where: { expiresAt: { lt: new Date(now) } } }),
-      this.deps.prisma.pushToken.create({ data: { workspaceId: deployment.workspaceId, deploymentId: deployment.id, tokenHash: hashToken(token), expiresAt } }),
-    ]);
+    // Expired tokens, of any workspace, are worth nothing: each new one clears them away.
+    await this.deps.prisma.pushToken.deleteMany({ where: { expiresAt: { lt: new Date(now) } } });
+    await this.deps.data(tenant).pushToken.create({ data: { workspaceId: deployment.workspaceId, deploymentId: deployment.id, tokenHash: hashToken(token), expiresAt } });
     return { token, registryUrl: this.registry.registryUrl(deployment), expiresAt };
   }
 

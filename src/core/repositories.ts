@@ -58,13 +58,13 @@ export class RepositoryService {
   /** The installation's repositories, by owner and name; 404 for an installation not in the workspace. */
   async list(tenant: Tenant, integrationId: string): Promise<CodehostRepository[]> {
     await this.requireInstallation(tenant, integrationId);
-    return this.deps.prisma.codehostRepository.findMany({ where: { workspaceId: tenant.workspaceId, integrationId }, orderBy: byOwnerAndName });
+    return this.deps.data(tenant).codehostRepository.findMany({ where: { integrationId }, orderBy: byOwnerAndName });
   }
 
   /** The repositories of many installations at once (GraphQL), each list by owner and name. */
   async byInstallations(tenant: Tenant, integrationIds: readonly string[]): Promise<CodehostRepository[][]> {
-    const rows = await this.deps.prisma.codehostRepository.findMany({
-      where: { workspaceId: tenant.workspaceId, integrationId: { in: [...integrationIds] } },
+    const rows = await this.deps.data(tenant).codehostRepository.findMany({
+      where: { integrationId: { in: [...integrationIds] } },
       orderBy: byOwnerAndName,
     });
     const byInstallation = new Map<string, CodehostRepository[]>();
@@ -76,15 +76,15 @@ export class RepositoryService {
   async replace(tenant: Tenant, integrationId: string, body: unknown): Promise<CodehostRepository[]> {
     const { repositories } = parseInput(setSchema, body, "body");
     await this.requireInstallation(tenant, integrationId);
-    await this.deps.prisma.$transaction(async (tx) => {
-      await tx.codehostRepository.deleteMany({ where: { workspaceId: tenant.workspaceId, integrationId } });
+    await this.deps.data(tenant).$transaction(async (tx) => {
+      await tx.codehostRepository.deleteMany({ where: { integrationId } });
       await tx.codehostRepository.createMany({ data: repositoryRows(tenant.workspaceId, integrationId, repositories) });
     });
     return this.list(tenant, integrationId);
   }
 
   private async requireInstallation(tenant: Tenant, integrationId: string) {
-    const found = await this.deps.prisma.codehostInstallation.count({ where: { id: integrationId, workspaceId: tenant.workspaceId } });
+    const found = await this.deps.data(tenant).codehostInstallation.count({ where: { id: integrationId } });
     if (found === 0) throw notFound("Integration", integrationId);
   }
 }

@@ -1,4 +1,3 @@
-import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, CoreError, invalid, type ValidationIssue } from "./errors.js";
 import type { Tx } from "./publish.js";
@@ -33,19 +32,18 @@ export interface MissingReference {
   id: string;
 }
 
-/** The installation and listener a revision names, whatever its source, must be the workspace's own. */
-export async function missingReferences(
-  db: Tx,
-  workspaceId: string,
-  refs: { integrationId: string | null; listenerId: string | null },
-): Promise<MissingReference[]> {
+/**
+ * The installation and listener a revision names, whatever its source, must be the workspace's own:
+ * `db` is the workspace's door (CoreDeps.data), or a transaction opened through it.
+ */
+export async function missingReferences(db: Tx, refs: { integrationId: string | null; listenerId: string | null }): Promise<MissingReference[]> {
   const missing: MissingReference[] = [];
   if (refs.integrationId) {
-    const found = await db.codehostInstallation.findFirst({ where: { id: refs.integrationId, workspaceId }, select: { id: true } });
+    const found = await db.codehostInstallation.findFirst({ where: { id: refs.integrationId }, select: { id: true } });
     if (!found) missing.push({ field: "integration_id", id: refs.integrationId });
   }
   if (refs.listenerId) {
-    const found = await db.listener.findFirst({ where: { id: refs.listenerId, workspaceId }, select: { id: true } });
+    const found = await db.listener.findFirst({ where: { id: refs.listenerId }, select: { id: true } });
     if (!found) missing.push({ field: "listener_id", id: refs.listenerId });
   }
   return missing;
@@ -60,7 +58,7 @@ export type SubjectCheck = { kind: "request"; issues?: ValidationIssue[] } | { k
  * the per-source rules (422 with all issues, or one 400 for a redeploy), then references the
  * workspace owns (400 "not found", as if another workspace's did not exist).
  */
-export async function checkRevisionSubject(deps: CoreDeps, db: Tx, tenant: Tenant, subject: RevisionSubject, how: SubjectCheck): Promise<void> {
+export async function checkRevisionSubject(deps: CoreDeps, db: Tx, subject: RevisionSubject, how: SubjectCheck): Promise<void> {
   const refused = (message: string) => (how.kind === "redeploy" ? badRequest(`Revision ${how.revisionId} cannot be redeployed: ${message}`) : badRequest(message));
   refuseUnavailableBuild(deps, subject.source);
   if (listenerRequired(subject)) throw refused(LISTENER_REQUIRED);
@@ -69,7 +67,7 @@ export async function checkRevisionSubject(deps: CoreDeps, db: Tx, tenant: Tenan
     if (how.kind === "request") throw invalid(issues);
     throw refused(issues.map((i) => `${i.loc.slice(1).join(".")}: ${i.msg}`).join("; "));
   }
-  const [missing] = await missingReferences(db, tenant.workspaceId, {
+  const [missing] = await missingReferences(db, {
     integrationId: subject.sourceConfig.integration_id,
     listenerId: subject.sourceConfig.listener_id,
   });

@@ -124,10 +124,9 @@ export class RevisionService {
     deploymentId: string,
     query: RevisionFilter & { limit: number; offset: number },
   ): Promise<OffsetPage<Revision>> {
-    const resources = await this.deps.prisma.revision.findMany({
+    const resources = await this.deps.data(tenant).revision.findMany({
       where: {
         deploymentId,
-        workspaceId: tenant.workspaceId,
         ...(query.status && { status: { in: query.status } }),
         ...(query.remote_reconciled !== undefined && { remoteReconciled: query.remote_reconciled }),
       },
@@ -142,8 +141,8 @@ export class RevisionService {
 
   async get(tenant: Tenant, deploymentId: string, revisionId: string): Promise<Revision> {
     // Clients poll this: one query when the revision exists, a second only to word the 404.
-    const revision = await this.deps.prisma.revision.findFirst({
-      where: { id: revisionId, deploymentId, workspaceId: tenant.workspaceId },
+    const revision = await this.deps.data(tenant).revision.findFirst({
+      where: { id: revisionId, deploymentId },
     });
     if (revision) return revision;
     await this.requireDeployment(tenant, deploymentId);
@@ -163,7 +162,7 @@ export class RevisionService {
   }
 
   private async requireDeployment(tenant: Tenant, id: string): Promise<void> {
-    const found = await this.deps.prisma.deployment.findFirst({ where: { id, workspaceId: tenant.workspaceId }, select: { id: true } });
+    const found = await this.deps.data(tenant).deployment.findFirst({ where: { id }, select: { id: true } });
     if (!found) throw notFound("Deployment", id);
   }
 }

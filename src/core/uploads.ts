@@ -67,8 +67,8 @@ export class UploadService {
 
   /** POST …/upload-url: a new upload of the deployment, and the URL to PUT it to (on PUBLIC_URL, or the request's origin). */
   async issue(tenant: Tenant, deploymentId: string, requestOrigin: string | null): Promise<IssuedUpload> {
-    const deployment = await this.deps.prisma.deployment.findFirst({
-      where: { id: deploymentId, workspaceId: tenant.workspaceId },
+    const deployment = await this.deps.data(tenant).deployment.findFirst({
+      where: { id: deploymentId },
       select: { id: true, source: true, status: true },
     });
     if (!deployment) throw notFound("Deployment", deploymentId);
@@ -81,13 +81,11 @@ export class UploadService {
     const now = Date.now();
     const objectPath = `uploads/${deployment.id}/${randomUUID()}.tar.gz`;
     const expiresAt = new Date(now + UPLOAD_URL_TTL_MS);
-    await this.deps.prisma.$transaction([
-      // URLs never used (or whose PUT died with its replica) are swept an hour after they expired.
-      this.deps.prisma.sourceUpload.deleteMany({ where: { status: { not: "stored" }, expiresAt: { lt: new Date(now - 60 * 60_000) } } }),
-      this.deps.prisma.sourceUpload.create({
-        data: { objectPath, workspaceId: tenant.workspaceId, deploymentId: deployment.id, status: "pending", expiresAt },
-      }),
-    ]);
+    // URLs never used (or whose PUT died with its replica), of any workspace, are swept an hour after they expired.
+    await this.deps.prisma.sourceUpload.deleteMany({ where: { status: { not: "stored" }, expiresAt: { lt: new Date(now - 60 * 60_000) } } });
+    await this.deps.data(tenant).sourceUpload.create({
+      data: { objectPath, workspaceId: tenant.workspaceId, deploymentId: deployment.id, status: "pending", expiresAt },
+    });
     const expires = String(Math.floor(expiresAt.getTime() / 1000));
     const query = new URLSearchParams({ expires, signature: this.sign(objectPath, expires) });
     return { uploadUrl: `${baseUrl}/${objectPath}?${query}`, objectPath, expiresAt };

@@ -59,7 +59,7 @@ export class Steps {
     // The same rules the API applied when the revision was made; what it names may have gone since.
     if (revision.source === "codehost" && !integrationId) return { ok: false, message: integrationGone("(none)") };
     if (listenerRequired({ source: revision.source, sourceConfig: { listener_id: listenerId } })) return { ok: false, message: LISTENER_REQUIRED };
-    const [missing] = await missingReferences(this.deps.prisma, revision.workspaceId, { integrationId, listenerId });
+    const [missing] = await missingReferences(this.deps.data(revision), { integrationId, listenerId });
     if (!missing) return null;
     return { ok: false, message: missing.field === "integration_id" ? integrationGone(missing.id) : listenerGone(missing.id) };
   }

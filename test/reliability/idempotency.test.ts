@@ -196,7 +196,7 @@ describe("IdempotencyService", () => {
   beforeAll(async () => {
     const w = await t.workspace();
     tenant = { organizationId: w.organizationId, workspaceId: w.workspaceId, actor: "test" };
-    service = new IdempotencyService(t.app.db.prisma, Buffer.alloc(32, 3), { waitMs: 300, staleMs: 60_000 });
+    service = new IdempotencyService(t.app.core.deps, Buffer.alloc(32, 3), { waitMs: 300, staleMs: 60_000 });
   });
 
   it("makes a duplicate wait for the first request, then replay its answer", async () => {
