@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/core/revision-machine.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { eventLog, waitFor } from "../pipeline/support.js";
+import { eventLog } from "../pipeline/support.js";
+import { waitFor } from "../support/wait.js";
 
 /**
  * 100 concurrent PATCHes and revision creations on one deployment, through app.fetch: every one
@@ -95,7 +96,7 @@ describe("100 concurrent revision-creating requests while the pipeline runs", ()
   it("keep exactly one revision in flight at any moment; the others end SKIPPED or finish; the newest deploys", async () => {
     const id = await deploy(t, ws, "burst-running");
     // Let the first revision get going, so that the burst meets one in flight.
-    await waitFor(() => revisionsOf(t, id), (rs) => (IN_FLIGHT_STATUSES as readonly string[]).includes(rs[0]!.status), 20_000);
+    await waitFor(() => revisionsOf(t, id), (rs) => (IN_FLIGHT_STATUSES as readonly string[]).includes(rs[0]!.status));
     const { created, inPlace } = await burst(t, ws, id);
     expect(new Set(created).size).toBe(BURST - inPlace);
 
@@ -106,7 +107,7 @@ describe("100 concurrent revision-creating requests while the pipeline runs", ()
     for (const r of unfinished) expect(IN_FLIGHT_STATUSES).toContain(r.status);
     expect((await t.request("GET", `/v2/deployments/${id}`, { key: ws.apiKey })).body.latest_revision_id).toBe(now[0]!.id);
 
-    const all = await waitFor(() => revisionsOf(t, id), (rs) => rs.every((r) => isTerminal(r.status as RevisionStatus)), 30_000);
+    const all = await waitFor(() => revisionsOf(t, id), (rs) => rs.every((r) => isTerminal(r.status as RevisionStatus)));
     const [newest, ...older] = all;
     expect(newest!.status).toBe("DEPLOYED");
     for (const r of older) expect(["SKIPPED", "DEPLOYED"]).toContain(r.status);

@@ -5,7 +5,8 @@ import { MemoryEventBus } from "../../src/events/memory.js";
 import { CHANNEL, LISTENER_APPLICATION_NAME, PostgresEventBus } from "../../src/events/postgres.js";
 import { type DomainEvent, topics } from "../../src/events/types.js";
 import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
-import { insertDeployment, insertRevision, MANAGED_LOG, waitFor } from "../pipeline/support.js";
+import { insertDeployment, insertRevision, MANAGED_LOG } from "../pipeline/support.js";
+import { waitFor } from "../support/wait.js";
 
 const ids = { workspaceId: "w", deploymentId: "d1", revisionId: "r1" };
 
@@ -81,8 +82,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
     const onBDeployment = collect(b, topics.deploymentRevisions("dx"));
     const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "dx", revisionId: "x1", status: "BUILDING" };
     await a.app.core.deps.events.publish(event);
-    await waitFor(async () => onB.seen.length, (n) => n === 1, 5_000);
-    await waitFor(async () => onBDeployment.seen.length, (n) => n === 1, 5_000);
+    await waitFor(async () => onB.seen.length, (n) => n === 1);
+    await waitFor(async () => onBDeployment.seen.length, (n) => n === 1);
     expect(onB.seen).toEqual([event]);
     // The publisher's own subscriber got it at once and not a second time from its own NOTIFY.
     await new Promise((r) => setTimeout(r, 200));
@@ -103,10 +104,10 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
       await applyTransition(a.app.core.deps, { revisionId: rev.id, event: "advance" });
     }
     const statuses = MANAGED_LOG.slice(1).map((s) => s.split(">")[1]);
-    await waitFor(async () => onB.seen.length, (n) => n === statuses.length, 5_000);
+    await waitFor(async () => onB.seen.length, (n) => n === statuses.length);
     expect(onB.seen.map((e) => (e.type === "revision.status" ? e.status : e.type))).toEqual(statuses);
     expect(onB.seen[0]).toEqual({ type: "revision.status", workspaceId: ws.workspaceId, deploymentId: dep.id, revisionId: rev.id, status: "QUEUED" });
-    await waitFor(async () => onBStatus.seen.length, (n) => n === 1, 5_000);
+    await waitFor(async () => onBStatus.seen.length, (n) => n === 1);
     expect(onBStatus.seen[0]).toMatchObject({ type: "deployment.status", status: "READY" });
     onB.off();
     onBStatus.off();
@@ -117,7 +118,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
     await adminQuery(dbUrl, "SELECT pg_notify($1, 'not json'), pg_notify($1, '{\"o\":\"someone\"}')", [CHANNEL]);
     const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId: "x2", status: "DEPLOYED" };
     await a.app.core.deps.events.publish(event);
-    await waitFor(async () => onB.seen.length, (n) => n === 1, 5_000);
+    await waitFor(async () => onB.seen.length, (n) => n === 1);
     expect(onB.seen).toEqual([event]);
     onB.off();
   });
@@ -130,8 +131,8 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
       [LISTENER_APPLICATION_NAME],
     );
     expect(killed.length).toBe(2); // one listening session per instance
-    await waitFor(async () => bus.listening, (up) => !up, 5_000).catch(() => undefined);
-    await waitFor(async () => bus.listening, Boolean, 10_000);
+    await waitFor(async () => bus.listening, (up) => !up, { timeoutMs: 5_000 }).catch(() => undefined);
+    await waitFor(async () => bus.listening, Boolean);
     const onB = collect(b, topics.revision("x3"));
     const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId: "x3", status: "QUEUED" };
     // The publisher's own listening session may still be reconnecting; NOTIFY goes through its pool.
@@ -141,7 +142,6 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
         return onB.seen.length;
       },
       (n) => n >= 1,
-      10_000,
     );
     expect(onB.seen[0]).toEqual(event);
     onB.off();

@@ -76,11 +76,3 @@ export function subscribeSse(t: TestApp, key: string, query: string, variables: 
   return { messages, done, status: () => status, close: () => abort.abort() };
 }
 
-/** Waits until `check` holds, polling; fails with `what` after the timeout. */
-export async function until(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}

@@ -3,8 +3,9 @@ import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { callbackUrl, OAUTH_ENV, pathOf } from "../support/oauth.js";
 import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
-import { subscribeSse, subscribeWs, until, wsClient } from "./live.js";
+import { subscribeSse, subscribeWs, wsClient } from "./live.js";
 import { gql, gqlOk } from "./support.js";
+import { waitFor } from "../support/wait.js";
 
 /** The OAuth service over GraphQL: providers, flows (and their subscription over graphql-ws and SSE), tokens without values. */
 
@@ -57,7 +58,7 @@ describe("flows over GraphQL", () => {
     try {
       const overWs = subscribeWs(client, FLOW_SUB, { id: started.flow.id });
       const overSse = subscribeSse(t, ws.apiKey, FLOW_SUB, { id: started.flow.id });
-      await until(() => overWs.messages.length > 0 && overSse.messages.length > 0, "the current status");
+      await waitFor(() => overWs.messages.length > 0 && overSse.messages.length > 0, Boolean, { what: "the current status" });
 
       const back = await server.follow(started.url, { account: "dana" });
       expect((await t.request("GET", pathOf(back))).status).toBe(200);
@@ -82,7 +83,7 @@ describe("flows over GraphQL", () => {
   it("ends the subscription with a failed flow, and finalizes with the code and state", async () => {
     const first = (await gqlOk(t, ws.apiKey, AUTHENTICATE, { input: { provider: "idp", scopes: ["openid"], forceNew: true } })).oauthAuthenticate;
     const sse = subscribeSse(t, ws.apiKey, FLOW_SUB, { id: first.flow.id });
-    await until(() => sse.messages.length > 0, "the current status");
+    await waitFor(() => sse.messages.length > 0, Boolean, { what: "the current status" });
     const denied = await server.follow(first.url, { deny: true });
     expect((await t.request("GET", pathOf(denied))).status).toBe(400);
     await sse.done;

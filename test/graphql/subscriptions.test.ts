@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
-import { subscribeSse, subscribeWs, until, wsClient } from "./live.js";
+import { subscribeSse, subscribeWs, wsClient } from "./live.js";
 import { createDeployment, gqlOk } from "./support.js";
+import { waitFor } from "../support/wait.js";
 
 const FULL_RUN = ["CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"];
 
@@ -35,7 +36,7 @@ describe("revisionStatusChanged", () => {
     try {
       const revision = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
       const deployment = subscribeWs(client, DEPLOYMENT_STATUS, { id: d.id });
-      await until(() => revision.messages.length === 1 && deployment.messages.length === 1, "the current statuses");
+      await waitFor(() => revision.messages.length === 1 && deployment.messages.length === 1, Boolean, { what: "the current statuses" });
       expect(revision.messages[0]!.data.revisionStatusChanged).toMatchObject({ status: "CREATING", previousStatus: null, revision: { id: d.revisionId } });
       expect(deployment.messages[0]!.data.deploymentStatusChanged).toEqual({
         deploymentId: d.id,
@@ -54,7 +55,7 @@ describe("revisionStatusChanged", () => {
         if (i > 0) expect(m.data.revisionStatusChanged.previousStatus).toBe(FULL_RUN[i - 1]);
       }
 
-      await until(() => deployment.messages.length === 2, "the deployment becoming READY");
+      await waitFor(() => deployment.messages.length === 2, Boolean, { what: "the deployment becoming READY" });
       expect(deployment.messages[1]!.data.deploymentStatusChanged).toEqual({
         deploymentId: d.id,
         status: "READY",
@@ -70,7 +71,7 @@ describe("revisionStatusChanged", () => {
     await t.app.worker!.stop();
     const d = await createDeployment(t, ws.apiKey);
     const sse = subscribeSse(t, ws.apiKey, REVISION_STATUS, { id: d.revisionId });
-    await until(() => sse.messages.length === 1, "the current status over SSE");
+    await waitFor(() => sse.messages.length === 1, Boolean, { what: "the current status over SSE" });
     t.app.worker!.start();
     await sse.done;
     expect(sse.status()).toBe(200);
@@ -112,7 +113,7 @@ describe("deploymentRevisionsChanged", () => {
       const second = created.revisionCreate.revision.id as string;
       t.app.worker!.start();
       const changes = () => sub.messages.map((m) => m.data.deploymentRevisionsChanged);
-      await until(() => changes().some((c) => c.revision.id === second && c.revision.status === "DEPLOYED"), "the second revision deployed");
+      await waitFor(() => changes().some((c) => c.revision.id === second && c.revision.status === "DEPLOYED"), Boolean, { what: "the second revision deployed" });
       sub.dispose();
       const all = changes();
       expect(all[0]).toEqual({ kind: "CREATED", revision: { id: second, status: expect.any(String) }, deployment: { id: d.id } });
@@ -190,7 +191,7 @@ describe("across replicas", () => {
       const sse = subscribeSse(a, tenant.apiKey, REVISION_STATUS, { id: d.revisionId });
       try {
         const sub = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
-        await until(() => sub.messages.length === 1 && sse.messages.length === 1, "the current status on instance A");
+        await waitFor(() => sub.messages.length === 1 && sse.messages.length === 1, Boolean, { what: "the current status on instance A" });
         // B's worker is the only one: every change is made on B and reaches A through LISTEN/NOTIFY.
         const worker = new (await import("../../src/pipeline/worker.js")).PipelineWorker(
           b.app.core.deps,

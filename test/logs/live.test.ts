@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { type Received, subscribeSse, subscribeWs, until, wsClient } from "../graphql/live.js";
+import { type Received, subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
 import { countSql } from "../graphql/sql-count.js";
 import { globalId } from "../graphql/support.js";
 import { newDeployment, stored, type Target, write } from "./support.js";
+import { waitFor } from "../support/wait.js";
 
 /** revisionLogAppended: the tail of a log, then every new line, live, over graphql-ws and SSE. */
 
@@ -38,7 +39,7 @@ describe("while the pipeline works", () => {
     try {
       const build = subscribeWs(client, LOG, vars(x, "BUILD"));
       const deploy = subscribeWs(client, LOG, vars(x, "DEPLOY"));
-      await until(() => build.messages.length === 1, "the build log's tail");
+      await waitFor(() => build.messages.length === 1, Boolean, { what: "the build log's tail" });
       t.app.worker!.start();
       await Promise.all([build.done, deploy.done]);
       expect(ids(build.messages)).toEqual((await stored(t, x.revisionId, "build")).map((l) => l.id));
@@ -56,7 +57,7 @@ describe("while the pipeline works", () => {
     const x = await pausedRevision();
     const sse = subscribeSse(t, ws.apiKey, LOG, vars(x, "DEPLOY", 0));
     const build = subscribeSse(t, ws.apiKey, LOG, vars(x, "BUILD"));
-    await until(() => build.messages.length === 1, "the build log's tail");
+    await waitFor(() => build.messages.length === 1, Boolean, { what: "the build log's tail" });
     t.app.worker!.start();
     await Promise.all([sse.done, build.done]);
     expect(ids(sse.messages)).toEqual((await stored(t, x.revisionId, "deploy")).map((l) => l.id));
@@ -76,7 +77,7 @@ describe("the tail", () => {
       const five = subscribeWs(client, LOG, vars(x, "BUILD", 5));
       const none = subscribeWs(client, LOG, vars(x, "BUILD", 0));
       const standard = subscribeWs(client, LOG, vars(x, "BUILD"));
-      await until(() => five.messages.length === 5 && standard.messages.length === 100, "the tails");
+      await waitFor(() => five.messages.length === 5 && standard.messages.length === 100, Boolean, { what: "the tails" });
       expect(ids(five.messages)).toEqual(all.slice(-5).map((l) => l.id));
       expect(ids(standard.messages)).toEqual(all.slice(-100).map((l) => l.id));
       expect(none.messages).toEqual([]);
@@ -120,11 +121,11 @@ describe("subscribers of one log share one feed", () => {
     const client = wsClient(url, ws.apiKey);
     try {
       const subs = Array.from({ length: n }, () => subscribeWs(client, LOG, vars(x, "BUILD")));
-      await until(() => subs.every((s) => s.messages.length === 1), `${n} subscribers' tails`);
+      await waitFor(() => subs.every((s) => s.messages.length === 1), Boolean, { what: `${n} subscribers' tails` });
       const sql = countSql();
       try {
         await write(t, x, [{ message: "one" }, { message: "two" }, { message: "three" }]);
-        await until(() => subs.every((s) => s.messages.length === 4), "every subscriber's new lines");
+        await waitFor(() => subs.every((s) => s.messages.length === 4), Boolean, { what: "every subscriber's new lines" });
         for (const s of subs) expect(texts(s.messages).slice(1)).toEqual(["one", "two", "three"]);
         return sql.count;
       } finally {

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { waitFor } from "../pipeline/support.js";
 import { uploadSource } from "../support/uploads.js";
 import { buildLogsPath, read, type RestLine, type Target } from "./support.js";
+import { waitFor } from "../support/wait.js";
 
 /** What the pipeline (the simulator runtime and every status change) writes, read as the tool reads it. */
 

@@ -2,10 +2,11 @@ import { type ClientRequest, request } from "node:http";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { subscribeSse, subscribeWs, until, wsClient } from "../graphql/live.js";
+import { subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
 import { countSql } from "../graphql/sql-count.js";
 import { createDeployment, restId } from "../graphql/support.js";
 import type { GraphQueries } from "../../src/core/graph-queries.js";
+import { waitFor } from "../support/wait.js";
 
 const REVISION_STATUS = /* GraphQL */ `subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`;
 // Reads the database for each message it sends (the revision's event log, through a loader).
@@ -23,7 +24,7 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 // Each test counts feeds from zero: the previous test's feeds close once its clients are gone.
-beforeEach(() => until(() => t.app.core.watch.feedCount === 0, "earlier tests' feeds to close"));
+beforeEach(() => waitFor(() => t.app.core.watch.feedCount === 0, Boolean, { what: "earlier tests' feeds to close" }));
 
 /** An SSE subscription over a real connection, resolved once its first result has arrived. */
 function sseOverHttp(base: string, key: string, query: string, variables: Record<string, unknown>): Promise<ClientRequest> {
@@ -52,7 +53,7 @@ async function statementsForOneChange(n: number, query = REVISION_STATUS): Promi
   const client = wsClient(url, ws.apiKey);
   try {
     const subs = Array.from({ length: n }, () => subscribeWs(client, query, { id: d.revisionId }));
-    await until(() => subs.every((s) => s.messages.length === 1), `${n} subscribers' current status`);
+    await waitFor(() => subs.every((s) => s.messages.length === 1), Boolean, { what: `${n} subscribers' current status` });
     const path = `/v2/deployments/${restId(d.id)}/revisions/${restId(d.revisionId)}`;
     expect((await t.request("GET", path, { key: ws.apiKey })).status).toBe(200); // the key is cached now
     const sql = countSql();
@@ -89,7 +90,7 @@ describe("subscribers of one revision share one feed", () => {
     try {
       const plain = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
       const detailed = subscribeWs(client, WITH_EVENTS, { id: d.revisionId });
-      await until(() => plain.messages.length === 1 && detailed.messages.length === 1, "both current statuses");
+      await waitFor(() => plain.messages.length === 1 && detailed.messages.length === 1, Boolean, { what: "both current statuses" });
       const path = `/v2/deployments/${restId(d.id)}/revisions/${restId(d.revisionId)}/interrupt`;
       expect((await t.request("POST", path, { key: ws.apiKey })).status).toBe(200);
       await Promise.all([plain.done, detailed.done]);
@@ -108,10 +109,10 @@ describe("subscribers of one revision share one feed", () => {
     const client = wsClient(url, ws.apiKey);
     try {
       const first = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
-      await until(() => first.messages.length === 1, "the first subscriber's current status");
+      await waitFor(() => first.messages.length === 1, Boolean, { what: "the first subscriber's current status" });
       expect(t.app.core.watch.feedCount).toBe(before + 1);
       const second = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
-      await until(() => second.messages.length === 1, "the second subscriber's current status");
+      await waitFor(() => second.messages.length === 1, Boolean, { what: "the second subscriber's current status" });
       expect(statuses(second.messages)).toEqual(["CREATING"]);
       expect(t.app.core.watch.feedCount).toBe(before + 1);
 
@@ -132,7 +133,7 @@ describe("subscribers of one revision share one feed", () => {
       await second.done;
       expect(statuses(second.messages)).toEqual(["CREATING", "INTERRUPTED"]);
       expect(statuses(first.messages)).toEqual(["CREATING"]);
-      await until(() => t.app.core.watch.feedCount === before, "the feed to close");
+      await waitFor(() => t.app.core.watch.feedCount === before, Boolean, { what: "the feed to close" });
     } finally {
       await client.dispose();
     }
@@ -144,10 +145,10 @@ describe("subscribers of one revision share one feed", () => {
     const client = wsClient(url, ws.apiKey);
     try {
       const subs = Array.from({ length: 5 }, () => subscribeWs(client, REVISION_STATUS, { id: d.revisionId }));
-      await until(() => subs.every((s) => s.messages.length === 1), "every current status");
+      await waitFor(() => subs.every((s) => s.messages.length === 1), Boolean, { what: "every current status" });
       expect(t.app.core.watch.feedCount).toBe(before + 1);
       for (const s of subs) s.dispose();
-      await until(() => t.app.core.watch.feedCount === before, "the feed to close");
+      await waitFor(() => t.app.core.watch.feedCount === before, Boolean, { what: "the feed to close" });
     } finally {
       await client.dispose();
     }
@@ -160,7 +161,7 @@ describe("subscribers of one revision share one feed", () => {
     const client = wsClient(url, ws.apiKey);
     try {
       const subs = Array.from({ length: 3 }, () => subscribeWs(client, REVISION_STATUS, { id: d.revisionId }));
-      await until(() => subs.every((s) => s.messages.length === 1), "every current status");
+      await waitFor(() => subs.every((s) => s.messages.length === 1), Boolean, { what: "every current status" });
       const original = graph.eventsSince;
       graph.eventsSince = () => Promise.reject(new Error("connection to 10.0.0.7 refused: internal detail"));
       try {
@@ -179,7 +180,7 @@ describe("subscribers of one revision share one feed", () => {
         graph.eventsSince = original;
       }
       const again = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
-      await until(() => again.messages.length === 1, "a new subscriber's current status");
+      await waitFor(() => again.messages.length === 1, Boolean, { what: "a new subscriber's current status" });
       expect(statuses(again.messages)).toEqual(["CREATING"]);
       again.dispose();
     } finally {
@@ -191,7 +192,7 @@ describe("subscribers of one revision share one feed", () => {
     const before = t.app.core.watch.feedCount;
     const d = await createDeployment(t, ws.apiKey);
     const streams = Array.from({ length: 3 }, () => subscribeSse(t, ws.apiKey, WITH_EVENTS, { id: d.revisionId }));
-    await until(() => streams.every((s) => s.messages.length === 1), "every current status over SSE");
+    await waitFor(() => streams.every((s) => s.messages.length === 1), Boolean, { what: "every current status over SSE" });
     expect(t.app.core.watch.feedCount).toBe(before + 1);
     const path = `/v2/deployments/${restId(d.id)}/revisions/${restId(d.revisionId)}/interrupt`;
     const sql = countSql();
@@ -208,13 +209,13 @@ describe("subscribers of one revision share one feed", () => {
     }
     // The interrupt, the feed's read and one read of the log for all three streams: not three.
     expect(sql.count).toBe(await statementsForOneChange(1, WITH_EVENTS));
-    await until(() => t.app.core.watch.feedCount === before, "the feed to close");
+    await waitFor(() => t.app.core.watch.feedCount === before, Boolean, { what: "the feed to close" });
 
     // A client that goes away (its connection closes) leaves the feed.
     const other = await createDeployment(t, ws.apiKey);
     const leaving = await sseOverHttp(url, ws.apiKey, REVISION_STATUS, { id: other.revisionId });
     expect(t.app.core.watch.feedCount).toBe(before + 1);
     leaving.destroy();
-    await until(() => t.app.core.watch.feedCount === before, "the feed to close once the client left");
+    await waitFor(() => t.app.core.watch.feedCount === before, Boolean, { what: "the feed to close once the client left" });
   });
 });

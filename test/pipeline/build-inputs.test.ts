@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { uploadSource } from "../support/uploads.js";
-import { waitFor } from "./support.js";
+import { waitFor } from "../support/wait.js";
 
 /**
  * The build step for real: a revision with nothing to build waits to be superseded (or fails), and

@@ -4,7 +4,8 @@ import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/c
 import { Leases } from "../../src/pipeline/leases.js";
 import { Steps } from "../../src/pipeline/steps.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { eventLog, insertDeployment, insertRevision, waitFor } from "./support.js";
+import { eventLog, insertDeployment, insertRevision } from "./support.js";
+import { waitFor } from "../support/wait.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -63,7 +64,6 @@ describe("pipeline concurrency", () => {
     const all = await waitFor(
       () => prisma.revision.findMany({ where: { deploymentId: id }, orderBy: [{ createdAt: "desc" }, { id: "desc" }] }),
       (rs) => rs.every((r) => isTerminal(r.status as RevisionStatus)),
-      30_000,
     );
     expect(all).toHaveLength(21);
     const [newest, ...older] = all;

@@ -1,7 +1,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { type DomainEvent, topics } from "../../src/events/types.js";
 import { createTestDatabase, type TestApp } from "../support/app.js";
-import { eventLog, MANAGED_LOG, startPipelineApp, waitFor } from "./support.js";
+import { eventLog, MANAGED_LOG, startPipelineApp } from "./support.js";
+import { waitFor } from "../support/wait.js";
 
 // Several replicas of the service on one PostgreSQL: they share the pipeline's work, never do a step
 // twice, and pick up what a dead replica left.
@@ -33,7 +34,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("pipeline across app instances o
       expect(res.status).toBe(201);
       revisions.push({ deployment: res.body.id, revision: res.body.latest_revision_id });
     }
-    for (const r of revisions) await waitFor(() => statusOf(a, r.revision), (s) => s === "DEPLOYED", 30_000);
+    for (const r of revisions) await waitFor(() => statusOf(a, r.revision), (s) => s === "DEPLOYED");
 
     for (const r of revisions) expect(await eventLog(a.app.db.prisma, r.revision)).toEqual(MANAGED_LOG);
     const duplicates = await a.app.db.sql.query(
@@ -64,7 +65,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("pipeline across app instances o
       body: { name: "watched", source: "internal_container", source_revision_config: { image_uri: "r.example/w:1" } },
     });
     const off = watcher.app.core.deps.events.subscribe(topics.deploymentRevisions(res.body.id), (e) => seen.push(e));
-    await waitFor(async () => seen.at(-1), (e) => e?.type === "revision.status" && e.status === "DEPLOYED", 20_000);
+    await waitFor(async () => seen.at(-1), (e) => e?.type === "revision.status" && e.status === "DEPLOYED");
     off();
     const statuses = seen.flatMap((e) => (e.type === "revision.status" ? [e.status] : []));
     // Possibly without QUEUED if the first step ran before the subscription; every later one, in order.
@@ -93,7 +94,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("pipeline across app instances o
       }
       apps.splice(apps.indexOf(first), 1);
       const second = await start({ PIPELINE_STEP_MS: "15" }, db, { pollMs: 10, leaseMs: 400 });
-      await waitFor(() => statusOf(second, rid), (s) => s === "DEPLOYED", 20_000);
+      await waitFor(() => statusOf(second, rid), (s) => s === "DEPLOYED");
       expect(await eventLog(second.app.db.prisma, rid)).toEqual(MANAGED_LOG);
       // A step is counted once its events are published, after the commit the status shows.
       expect(await waitFor(async () => second.app.worker!.stats.committed, (n) => n >= 6)).toBe(6);

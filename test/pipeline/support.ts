@@ -7,18 +7,6 @@ import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runti
 import type { WorkerOptions } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 
-/** Polls `read` until `done` holds for its value; fails with the last value seen after `timeoutMs`. */
-export async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let value = await read();
-  while (!done(value)) {
-    if (Date.now() > deadline) throw new Error(`timed out; last value: ${JSON.stringify(value)}`);
-    await sleep(10);
-    value = await read();
-  }
-  return value;
-}
-
 /** A deployment row written straight to the database, as core's creation would (worker tests). */
 export async function insertDeployment(
   prisma: PrismaClient,

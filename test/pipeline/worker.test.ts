@@ -6,7 +6,8 @@ import type { Runtime } from "../../src/pipeline/runtime.js";
 import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
 import { PipelineWorker, type WorkerOptions } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { eventLog, HeldRuntime, insertDeployment, insertRevision, MANAGED_LOG, waitFor } from "./support.js";
+import { eventLog, HeldRuntime, insertDeployment, insertRevision, MANAGED_LOG } from "./support.js";
+import { waitFor } from "../support/wait.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -29,8 +30,9 @@ function worker(runtime: Runtime = new SimulatorRuntime(5), options: Partial<Wor
   return w;
 }
 const statusOf = async (id: string) => (await prisma().revision.findUniqueOrThrow({ where: { id } })).status;
+/** Until the revision's status is `status` (or passes it). */
 const until = (id: string, status: string | ((s: string) => boolean), timeoutMs?: number) =>
-  waitFor(() => statusOf(id), typeof status === "string" ? (s) => s === status : status, timeoutMs);
+  waitFor(() => statusOf(id), typeof status === "string" ? (s) => s === status : status, { timeoutMs, what: `revision ${id} to be ${String(status)}` });
 const TERMINAL = ["DEPLOYED", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "SKIPPED", "INTERRUPTED"];
 
 describe("pipeline worker", () => {
@@ -237,7 +239,7 @@ describe("pipeline worker", () => {
     await first.stop();
     expect(await prisma().revision.findUniqueOrThrow({ where: { id: rev.id } })).toMatchObject({ status: "DEPLOYING", leaseOwner: null });
     worker(new SimulatorRuntime(5), { leaseMs: 60_000 });
-    await until(rev.id, "DEPLOYED", 5_000);
+    await until(rev.id, "DEPLOYED");
     expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
   });
 

@@ -3,6 +3,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
+import { eventually } from "../support/wait.js";
 
 /**
  * PostgreSQL cutting the service's connections again and again (pg_terminate_backend, as a
@@ -70,18 +71,6 @@ describe.skipIf(!adminUrl)("connections cut repeatedly under load, on two replic
     return { status: res.status, retryAfter: res.headers.get("retry-after"), text: await res.text() };
   }
 
-  /** Polls until fn passes or the deadline: recovery must come without anyone's help. */
-  async function eventually(fn: () => Promise<void>, ms = 30_000) {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      try {
-        return await fn();
-      } catch (err) {
-        if (Date.now() > deadline) throw err;
-        await sleep(200);
-      }
-    }
-  }
 
   it("both replicas survive, answer 2xx or 503 + Retry-After, and recover by themselves; a replica started meanwhile is ready once the cuts stop", async () => {
     servers.push(await spawnServer({ ...SETTINGS, DATABASE_URL: url }), await spawnServer({ ...SETTINGS, DATABASE_URL: url }));
@@ -137,7 +126,7 @@ describe.skipIf(!adminUrl)("connections cut repeatedly under load, on two replic
     await eventually(async () => {
       expect(failedToStart).toBe("");
       expect(retries.length).toBeGreaterThan(0);
-    }, 60_000);
+    }, { timeoutMs: 60_000 });
     await admin.query(`ALTER DATABASE "${dbName}" ALLOW_CONNECTIONS true`);
     await sleep(6_000);
     const ended = await cutting.stop();

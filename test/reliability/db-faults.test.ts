@@ -7,6 +7,7 @@ import { isDatabaseUnavailable } from "../../src/core/prisma-errors.js";
 import { toErrorAnswer } from "../../src/rest/errors.js";
 import type { TestResponse } from "../support/app.js";
 import { type TestApp, startTestApp } from "../support/app.js";
+import { eventually } from "../support/wait.js";
 
 const adminUrl = process.env.TEST_DATABASE_URL;
 
@@ -47,18 +48,6 @@ describe.skipIf(!adminUrl)("database faults", () => {
     expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
   }
 
-  /** Polls until fn passes or 10 s go by: recovery must come without anyone's help. */
-  async function eventually(fn: () => Promise<void>) {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      try {
-        return await fn();
-      } catch (err) {
-        if (Date.now() > deadline) throw err;
-        await sleep(100);
-      }
-    }
-  }
 
   it("answers 503 {detail} with Retry-After when queries in flight lose their connection, and creates nothing half-way", async () => {
     const before = (await t.request("GET", "/v2/listeners?limit=100", { key: ws.apiKey })).body.resources.length;
