@@ -3,6 +3,7 @@ import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { addWorkspace, type NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
+import { listenerBody } from "../support/fixtures.js";
 
 let t: TestApp;
 let bound: NewWorkspace;
@@ -11,7 +12,7 @@ let orgWide: NewWorkspace;
 let sibling: string;
 let stranger: NewWorkspace;
 
-const listener = (computeId: string) => ({ compute_type: "k8s", compute_id: computeId, version: "1", compute_config: { k8s_namespaces: ["default"] } });
+const listener = (computeId: string) => listenerBody({ compute_id: computeId });
 const computeIds = (body: { resources: { compute_id: string }[] }) => body.resources.map((l) => l.compute_id);
 const list = (headers: Record<string, string>) => t.request("GET", "/v2/listeners", { headers });
 

@@ -10,6 +10,7 @@ import { type App, buildApp } from "../../src/app.js";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createTestDatabase, request, TEST_SECRETS_KEY } from "../support/app.js";
+import { listenerBody } from "../support/fixtures.js";
 
 /**
  * A database that outlives an app, so that a second build is a restart: a database of its own on
@@ -55,7 +56,7 @@ const counts = async (app: App) => ({
 });
 
 const addListener = (app: App, key: string, computeId: string) =>
-  request(app, "POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: computeId, version: "1", compute_config: { k8s_namespaces: ["default"] } } });
+  request(app, "POST", "/v2/listeners", { key, body: listenerBody({ compute_id: computeId }) });
 const computeIds = (res: { body: { resources: { compute_id: string }[] } }) => res.body.resources.map((l) => l.compute_id);
 
 // Each case starts the app two or three times on a persistent database (on PGlite: from initdb).

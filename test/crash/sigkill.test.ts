@@ -7,6 +7,7 @@ import { type Database, openDatabase } from "../../src/db/client.js";
 import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/core/revision-machine.js";
 import { createTestDatabase } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
+import { listenerBody } from "../support/fixtures.js";
 
 /**
  * Crash safety: a real server process on a persistent database is killed with SIGKILL while its
@@ -120,7 +121,7 @@ async function round(server: ServerProcess, known: Known, listenerId: string, i:
 async function scenario(env: Record<string, string>, open: () => Promise<Database>) {
   const known: Known = { deployments: new Set(), revisions: new Set() };
   let server = await start(env);
-  const listenerId = (await call(server, "POST", "/v2/listeners", { compute_type: "k8s", compute_id: "crash-cluster", version: "1", compute_config: { k8s_namespaces: ["default"] } })).id as string;
+  const listenerId = (await call(server, "POST", "/v2/listeners", listenerBody({ compute_id: "crash-cluster" }))).id as string;
 
   // 1. Load, and kill whenever revisions stand in a status no earlier kill caught, until every
   // status has had revisions killed in it (usually all at once, in one kill; on a loaded machine

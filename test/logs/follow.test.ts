@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { buildLogsPath, newDeployment, read, type RestLine, stored, type Target, write } from "./support.js";
+import { createListener } from "../support/fixtures.js";
 
 /**
  * The official tool's two ways of following a log (COMPAT.md "Logs"), run against a log that grows
@@ -109,8 +110,4 @@ describe("the build logs streamed by deploy", () => {
   });
 });
 
-async function listener(): Promise<string> {
-  const res = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${Math.random()}`, compute_config: { k8s_namespaces: ["default"] }, version: "1" } });
-  expect(res.status).toBe(201);
-  return res.body.id;
-}
+const listener = () => createListener(t, ws.apiKey);

@@ -4,6 +4,7 @@ import { startTestApp, type TestApp } from "../support/app.js";
 import { uploadSource } from "../support/uploads.js";
 import { buildLogsPath, read, type RestLine, type Target } from "./support.js";
 import { waitFor } from "../support/wait.js";
+import { listenerBody } from "../support/fixtures.js";
 
 /** What the pipeline (the simulator runtime and every status change) writes, read as the tool reads it. */
 
@@ -74,7 +75,7 @@ describe("a managed revision built and deployed", () => {
   });
 
   it("writes everything of a revision with nothing to build to its deploy log", async () => {
-    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: "self-hosted", compute_config: { k8s_namespaces: ["default"] }, version: "1" } });
+    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: listenerBody({ compute_id: "self-hosted" }) });
     const x = await runToEnd({ source: "external_container", source_config: { listener_id: listener.body.id }, source_revision_config: { image_uri: "r.example/agent:7" } });
     expect(x.status).toBe("DEPLOYED");
     expect((await read(t, ws.apiKey, buildLogsPath(x), { order: "asc", limit: 100 })).logs).toEqual([]);

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { buildLogsPath, newDeployment, read, readAll, stored, type Target, write } from "./support.js";
+import { createListener } from "../support/fixtures.js";
 
 /**
  * Paging a log through REST: both orders, every page size, to the end, with many lines sharing one
@@ -139,8 +140,4 @@ describe("the deploy logs of every revision of a deployment", () => {
   });
 });
 
-async function listener(): Promise<string> {
-  const res = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: `c-${Math.random()}`, compute_config: { k8s_namespaces: ["default"] }, version: "1" } });
-  expect(res.status).toBe(201);
-  return res.body.id;
-}
+const listener = () => createListener(t, ws.apiKey);

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { type DomainEvent, topics } from "../../src/events/types.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { listenerBody } from "../support/fixtures.js";
 
 // COMPAT.md's client flows end to end through app.fetch, with the embedded worker and simulator
 // running 20 ms steps.
@@ -188,7 +189,7 @@ describe("failure paths, SKIPPED and redeploy through REST", () => {
 
   it("deploys a self-hosted (external_container) revision without build statuses", async () => {
     const { apiKey: key } = await t.workspace();
-    const listener = await t.request("POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: "cluster-1", version: "1", compute_config: { k8s_namespaces: ["default"] } } });
+    const listener = await t.request("POST", "/v2/listeners", { key, body: listenerBody({ compute_id: "cluster-1" }) });
     const created = await t.request("POST", "/v2/deployments", {
       key,
       body: {

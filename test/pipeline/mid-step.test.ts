@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { listenerBody } from "../support/fixtures.js";
 
 // Through app.fetch with steps long enough (1 s) to act on a revision while a step is under way.
 const TERMINAL = ["DEPLOYED", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "SKIPPED", "INTERRUPTED"];
@@ -44,7 +45,7 @@ describe("interrupting, and references gone mid-step, through REST (1 s steps)",
 
   it("fails with CREATE_FAILED when the listener of a self-hosted deployment is gone before its create step ends", async () => {
     const { apiKey: key } = await slow.workspace();
-    const listener = await slow.request("POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: "cluster-1", version: "1", compute_config: { k8s_namespaces: ["default"] } } });
+    const listener = await slow.request("POST", "/v2/listeners", { key, body: listenerBody({ compute_id: "cluster-1" }) });
     const created = await slow.request("POST", "/v2/deployments", {
       key,
       body: {

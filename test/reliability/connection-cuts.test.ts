@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
 import { eventually } from "../support/wait.js";
+import { listenerBody } from "../support/fixtures.js";
 
 /**
  * PostgreSQL cutting the service's connections again and again (pg_terminate_backend, as a
@@ -77,7 +78,7 @@ describe.skipIf(!adminUrl)("connections cut repeatedly under load, on two replic
     const exits: string[] = [];
     for (const [i, server] of servers.entries()) void server.exited.then((code) => exits.push(`replica ${i} exited (${code}):\n${server.logTail()}`));
 
-    const listener = await call(servers[0]!, "POST", "/v2/listeners", { compute_type: "k8s", compute_id: "cuts", version: "1", compute_config: { k8s_namespaces: ["default"] } });
+    const listener = await call(servers[0]!, "POST", "/v2/listeners", listenerBody({ compute_id: "cuts" }));
     expect(listener.status).toBe(201);
 
     // Load on both replicas: REST reads and writes, GraphQL, and pipeline work (deployments).
@@ -96,7 +97,7 @@ describe.skipIf(!adminUrl)("connections cut repeatedly under load, on two replic
                 ? await call(server, "POST", "/graphql", { query: "{ deployments(first: 5) { totalCount edges { node { id status } } } }" })
                 : kind === 2
                   ? await call(server, "GET", "/v2/deployments?limit=5")
-                  : await call(server, "POST", "/v2/listeners", { compute_type: "k8s", compute_id: `cuts-${n}-${i}`, version: "1" });
+                  : await call(server, "POST", "/v2/listeners", listenerBody({ compute_id: `cuts-${n}-${i}` }));
         } catch (err) {
           wrong.push(`request failed: ${String(err)}`);
           await sleep(100);

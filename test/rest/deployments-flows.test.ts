@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { listenerBody } from "../support/fixtures.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -101,7 +102,7 @@ describe("COMPAT.md client flows, up to where polling starts", () => {
 
 describe("tenant isolation", () => {
   it("another workspace gets 404 on every endpoint for these objects, sees none in lists, and changes nothing", async () => {
-    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: "iso", version: "1", compute_config: { k8s_namespaces: ["default"] } } });
+    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: listenerBody({ compute_id: "iso" }) });
     const d = (
       await t.request("POST", "/v2/deployments", {
         key: ws.apiKey,

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { listenerBody } from "../support/fixtures.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -15,7 +16,7 @@ beforeAll(async () => {
   ws = await t.workspace();
   const listener = await t.request("POST", "/v2/listeners", {
     key: ws.apiKey,
-    body: { compute_type: "k8s", compute_id: "cluster", version: "1", compute_config: { k8s_namespaces: ["default"] } },
+    body: listenerBody({ compute_id: "cluster" }),
   });
   const bodies = [
     { name: "alpha", source: "internal_container", source_config: { deployment_type: "prod" } },

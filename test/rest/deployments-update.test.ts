@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { listenerBody } from "../support/fixtures.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -148,7 +149,7 @@ describe("PATCH /v2/deployments/{id} creating a revision", () => {
   });
 
   it("refuses revision_source on a self-hosted deployment (400)", async () => {
-    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: "c1", version: "1", compute_config: { k8s_namespaces: ["default"] } } });
+    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: listenerBody({ compute_id: "c1" }) });
     const d = await create({ source: "external_container", source_config: { listener_id: listener.body.id }, source_revision_config: { image_uri: "r/i:1" } });
     const res = await patch(d.id, { revision_source: "internal_container", source_revision_config: { image_uri: "r/i:2" } });
     expect(res.status).toBe(400);

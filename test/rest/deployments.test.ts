@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import type { DomainEvent } from "../../src/events/types.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { listenerBody } from "../support/fixtures.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -24,7 +25,7 @@ const installation = (workspaceId: string) =>
     data: { workspaceId, installationId: Math.floor(Math.random() * 1e9), name: "acme" },
   });
 const listener = async (key: string) =>
-  (await t.request("POST", "/v2/listeners", { key, body: { compute_type: "k8s", compute_id: `c-${randomUUID()}`, version: "1", compute_config: { k8s_namespaces: ["default"] } } })).body.id as string;
+  (await t.request("POST", "/v2/listeners", { key, body: listenerBody() })).body.id as string;
 
 describe("POST /v2/deployments", () => {
   it("creates a deployment as the command-line tool sends it, with every field of SPEC.md", async () => {

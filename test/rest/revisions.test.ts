@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import type { DomainEvent } from "../../src/events/types.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { listenerBody } from "../support/fixtures.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -60,7 +61,7 @@ describe("GET /v2/deployments/{id}/revisions", () => {
   });
 
   it("marks self-hosted revisions remote_reconciled", async () => {
-    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: "rr", version: "1", compute_config: { k8s_namespaces: ["default"] } } });
+    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: listenerBody({ compute_id: "rr" }) });
     const d = await create({ source: "external_container", source_config: { listener_id: listener.body.id }, source_revision_config: { image_uri: "r/i:1" } });
     const res = await get(`${revisionsPath(d.id)}?remote_reconciled=true`);
     expect(res.body.resources.map((r: { id: string }) => r.id)).toEqual([d.latest_revision_id]);
@@ -221,7 +222,7 @@ describe("POST …/revisions/{revision_id}/redeploy", () => {
     expect((await post(`${revisionsPath(d.id)}/${unknown}/redeploy`)).body).toEqual({ detail: `Revision ID ${unknown} not found.` });
     expect((await post(`${revisionsPath(unknown)}/${d.latest_revision_id}/redeploy`)).status).toBe(404);
 
-    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: { compute_type: "k8s", compute_id: "gone", version: "1", compute_config: { k8s_namespaces: ["default"] } } });
+    const listener = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: listenerBody({ compute_id: "gone" }) });
     const self = await create({ source: "external_container", source_config: { listener_id: listener.body.id }, source_revision_config: { image_uri: "r/i:1" } });
     await t.request("DELETE", `/v2/listeners/${listener.body.id}`, { key: ws.apiKey });
     const res = await post(`${revisionsPath(self.id)}/${self.latest_revision_id}/redeploy`);

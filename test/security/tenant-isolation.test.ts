@@ -8,6 +8,7 @@ import { subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
 import { gql, globalId } from "../graphql/support.js";
 import { addProvider, OAUTH_ENV, pathOf } from "../support/oauth.js";
 import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
+import { created as createdBy, listenerBody } from "../support/fixtures.js";
 
 /**
  * The tenant isolation matrix: workspace B tries every REST endpoint, every GraphQL query field,
@@ -35,11 +36,7 @@ const AGENT = "shared-agent";
 let bDeployment: string;
 let before: string[];
 
-async function created(key: string, path: string, body: unknown): Promise<Record<string, any>> {
-  const res = await t.request("POST", path, { key, body });
-  expect(res.status, res.text).toBe(201);
-  return res.body;
-}
+const created = (key: string, path: string, body: unknown) => createdBy(t, key, path, body);
 
 /** Every row that belongs to the workspace, as text, in a fixed order. */
 async function rowsOf(workspaceId: string): Promise<string[]> {
@@ -86,7 +83,7 @@ beforeAll(async () => {
   const back = await oauth.follow(pending.body.url);
   pendingCallback = { code: back.searchParams.get("code")!, state: back.searchParams.get("state")! };
   A.computeId = `cluster-${randomUUID().slice(0, 8)}`;
-  A.listener = (await created(a.apiKey, "/v2/listeners", { compute_type: "k8s", compute_id: A.computeId, version: "1", compute_config: { k8s_namespaces: ["default"] } })).id;
+  A.listener = (await created(a.apiKey, "/v2/listeners", listenerBody({ compute_id: A.computeId }))).id;
   A.installation = (
     await created(a.apiKey, "/v2/integrations/forge-codehost/installations", {
       installation_id: 777, name: "acme", repositories: [{ id: 1, owner: "acme", name: "agent", url: "https://github.com/acme/agent" }],
@@ -103,7 +100,7 @@ beforeAll(async () => {
       name: "a-self-hosted", source: "external_container", source_config: { listener_id: A.listener }, source_revision_config: { image_uri: "r.example/a:3" },
     })
   ).id;
-  await t.request("POST", "/v2/listeners", { key: a.apiKey, body: { compute_type: "k8s", compute_id: "keyed", version: "1", compute_config: { k8s_namespaces: ["default"] } }, headers: { "idempotency-key": "shared-key" } });
+  await t.request("POST", "/v2/listeners", { key: a.apiKey, body: listenerBody({ compute_id: "keyed" }), headers: { "idempotency-key": "shared-key" } });
   bDeployment = (await created(b.apiKey, "/v2/deployments", { name: "b-own", source: "internal_container", source_revision_config: { image_uri: "r.example/b:1" } })).id;
   aPush = (await t.request("POST", `/v2/deployments/${A.deployment}/push-token`, { key: a.apiKey })).body;
   t.guard.issued(aPush.token);
@@ -240,7 +237,7 @@ describe("REST: every endpoint, with B's key on A's objects", () => {
   it("does not reveal that A uses a name, a compute id, an installation id, a connection or an Idempotency-Key", async () => {
     // Uniqueness is per workspace: a clash with A would tell B what A has.
     expect((await t.request("POST", "/v2/deployments", { key: b.apiKey, body: { name: A.name, source: "internal_container" } })).status).toBe(201);
-    expect((await t.request("POST", "/v2/listeners", { key: b.apiKey, body: { compute_type: "k8s", compute_id: A.computeId, version: "1", compute_config: { k8s_namespaces: ["default"] } } })).status).toBe(201);
+    expect((await t.request("POST", "/v2/listeners", { key: b.apiKey, body: listenerBody({ compute_id: A.computeId }) })).status).toBe(201);
     expect((await t.request("POST", "/v2/integrations/forge-codehost/installations", { key: b.apiKey, body: { installation_id: 777, name: "b" } })).status).toBe(201);
     const own = await t.app.core.oauthTokens.save(
       await t.app.core.auth.authenticate({ apiKey: b.apiKey }),
@@ -252,7 +249,7 @@ describe("REST: every endpoint, with B's key on A's objects", () => {
     );
     expect((await t.request("POST", `/v2/auth/agents/${AGENT}/connections`, { key: b.apiKey, body: { oauth_token_id: own.id } })).status).toBe(201);
     const keyed = await t.request("POST", "/v2/listeners", {
-      key: b.apiKey, body: { compute_type: "k8s", compute_id: "b-keyed", version: "1", compute_config: { k8s_namespaces: ["default"] } }, headers: { "idempotency-key": "shared-key" },
+      key: b.apiKey, body: listenerBody({ compute_id: "b-keyed" }), headers: { "idempotency-key": "shared-key" },
     });
     expect(keyed.status).toBe(201);
     expect(keyed.headers.get("idempotent-replayed")).toBeNull();

@@ -4,6 +4,7 @@ import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "./app.js";
 import { addProvider, OAUTH_ENV, pathOf, storeToken } from "./oauth.js";
 import { type OAuthServer, startOAuthServer } from "./oauth-server.js";
+import { created } from "./fixtures.js";
 
 /**
  * A workspace holding one object of every kind, and a valid request body for every endpoint that
@@ -75,12 +76,6 @@ export interface Fixtures {
     | "providerCreate" | "providerUpdate" | "mcpDiscover" | "authenticate" | "finalize" | "tokenUpdate" | "repositoriesSet" | "logQuery",
     object[]
   >;
-}
-
-async function created(t: TestApp, key: string, path: string, body: unknown): Promise<Record<string, any>> {
-  const res = await t.request("POST", path, { key, body });
-  expect(res.status, res.text).toBe(201);
-  return res.body;
 }
 
 /**
