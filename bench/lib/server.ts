@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import type { BenchDatabase } from "./database.js";
 import type { ProbeReply, ProbeRequest } from "./probe.js";
 // Shared with the tests' server children.
-import { freePort, reaped } from "../../test/support/processes.js";
+import { freePort, reaped } from "../../scripts/lib/processes.js";
 
 export { freePort };
 

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort, reaped } from "../support/processes.js";
+import { freePort, reaped } from "../../scripts/lib/processes.js";
 
 /**
  * `npm start` as a container (`CMD npm start`) or a supervisor runs it: npm, the shell npm runs the

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { freePort } from "../support/processes.js";
+import { freePort } from "../../scripts/lib/processes.js";
 import { makeOciImage, missingTools, type RegistryProcess, skopeoPush, startRegistry, tarOf } from "../support/registry.js";
 
 /**

@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { gzipSync } from "node:zlib";
 import { pack } from "tar-stream";
 import { TOKEN_ISSUER } from "../../src/core/registry/index.js";
-import { reaped } from "./processes.js";
+import { reaped } from "../../scripts/lib/processes.js";
 
 /**
  * A real container registry (Debian's docker-registry: CNCF Distribution 2.8) and real pushes

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { freePort, reaped } from "./processes.js";
+import { freePort, reaped } from "../../scripts/lib/processes.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
