@@ -1,6 +1,6 @@
 import { builder } from "../builder.js";
 import { camel } from "../input-names.js";
-import { bool, int, num, type Obj, obj, objs, str, strs } from "../values.js";
+import { bool, int, num, type Obj, obj, objs, str, strs } from "../stored-json.js";
 
 /** SPEC.md's numeric resource fields: cpu values are decimals, memory, scale and storage whole numbers. */
 const FLOATS = ["cpu", "cpu_limit", "queue_cpu", "queue_cpu_limit", "cache_cpu", "cache_cpu_limit", "core_cpu", "core_cpu_limit", "db_cpu", "db_cpu_limit"];

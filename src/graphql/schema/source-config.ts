@@ -3,7 +3,7 @@ import type { AgentEnvironment } from "../../core/schemas/agent.js";
 import { builder, type Types } from "../builder.js";
 import { camelList } from "../input-names.js";
 import { SECRET_FIELD } from "../redact.js";
-import { bool, type Obj, obj, str } from "../values.js";
+import { bool, type Obj, obj, str } from "../stored-json.js";
 import { AgentEnvironmentEnum, DeploymentTypeEnum, RevisionSourceEnum } from "./enums.js";
 import { ResourceSpecInput, ResourceSpecRef } from "./resource-spec.js";
 
