@@ -31,6 +31,7 @@ import { limitBodySize, rateLimit } from "./middleware/limits.js";
 import { limitFailedAuthentications } from "./middleware/auth-failures.js";
 import { CallerLimits } from "./middleware/caller-limits.js";
 import { restRoutes } from "./rest/index.js";
+import { isLogRead } from "./rest/logs.js";
 import { uploadRoutes } from "./rest/builds.js";
 
 export interface BuildOptions {
@@ -144,7 +145,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       return c.json({ status: "database unreachable" }, 503);
     }
   });
-  const idempotent = idempotency(core.idempotency, core.auth, logger);
+  const idempotent = idempotency(core.idempotency, core.auth, logger, isLogRead);
   http.use("/v1/*", idempotent);
   http.use("/v2/*", idempotent);
   http.route("/", restRoutes(core));

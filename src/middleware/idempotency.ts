@@ -12,11 +12,17 @@ import { credentialsFrom } from "./credentials.js";
  *
  * Runs before the REST routes, so it authenticates on its own (the same cached lookup the routes
  * make); a caller that fails authentication is passed on, and the route refuses it as usual.
+ * POSTs that only read (`isRead`, the log reads) change nothing: a retry reads again.
  */
-export function idempotency(service: IdempotencyService, auth: Authenticator, logger: Logger): MiddlewareHandler {
+export function idempotency(
+  service: IdempotencyService,
+  auth: Authenticator,
+  logger: Logger,
+  isRead: (path: string) => boolean = () => false,
+): MiddlewareHandler {
   return async (c, next) => {
     const key = c.req.header("idempotency-key");
-    if (c.req.method !== "POST" || key === undefined) return next();
+    if (c.req.method !== "POST" || key === undefined || isRead(c.req.path)) return next();
 
     let tenant: Tenant;
     try {

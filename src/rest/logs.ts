@@ -12,6 +12,9 @@ export const presentLogLine = (l: LogLine) => ({ id: l.id, timestamp: l.timestam
 
 const presentPage = (page: LogPage) => ({ logs: page.logs.map(presentLogLine), next_offset: page.nextOffset });
 
+/** The paths of the log reads: POSTs that change nothing (no Idempotency-Key bookkeeping). */
+export const isLogRead = (path: string) => /^\/v1\/projects\/[^/]+\/(revisions\/[^/]+\/)?(build|deploy)_logs$/.test(path);
+
 /** The log reads the official command-line tool makes (COMPAT.md "Logs"): POSTs that read. */
 export function logRoutes(logs: LogService) {
   const revisionLog = (kind: LogKind) => async (c: import("hono").Context<Env>) => {

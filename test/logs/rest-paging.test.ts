@@ -141,3 +141,19 @@ describe("the deploy logs of every revision of a deployment", () => {
 });
 
 const listener = () => createListener(t, ws.apiKey);
+
+describe("log reads and Idempotency-Key", () => {
+  it("are reads: a retry with the same key reads the log as it is now, and nothing is stored for the key", async () => {
+    const live = await newDeployment(t, ws.apiKey);
+    const path = buildLogsPath(live);
+    const headers = { "idempotency-key": "log-read-retry" };
+    const first = await t.request("POST", path, { key: ws.apiKey, body: { order: "asc" }, headers });
+    expect(first.status).toBe(200);
+    expect(await write(t, live, [{ message: "written after the first read" }])).toBe(1);
+    const retry = await t.request("POST", path, { key: ws.apiKey, body: { order: "asc" }, headers });
+    expect(retry.status).toBe(200);
+    expect(retry.headers.get("idempotent-replayed")).toBeNull();
+    expect(retry.body.logs.map((l: { message: string }) => l.message)).toEqual([...first.body.logs.map((l: { message: string }) => l.message), "written after the first read"]);
+    expect(await t.app.db.prisma.idempotencyKey.count({ where: { key: "log-read-retry" } })).toBe(0);
+  });
+});
