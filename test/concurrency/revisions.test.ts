@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/core/revision-machine.js";
-import { startTestApp, type TestApp } from "../support/app.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import { startTestApp, type TestApp, type TestResponse } from "../support/app.js";
 import { eventLog } from "../pipeline/support.js";
 import { waitFor } from "../support/wait.js";
 
@@ -23,6 +24,20 @@ async function deploy(t: TestApp, ws: NewWorkspace, name: string): Promise<strin
 }
 
 /**
+ * Sends as a client does: a 503 is retried after its Retry-After. On a loaded machine the burst, which
+ * queues on the deployment's row lock while holding pooled connections, can outwait the pool; such a
+ * request never started its transaction and changed nothing, so the retry is the client's to make.
+ */
+async function retried(send: () => Promise<TestResponse>): Promise<TestResponse> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const res = await send();
+    if (res.status !== 503 || Date.now() > deadline) return res;
+    await sleep(Number(res.headers.get("retry-after") ?? "1") * 1000);
+  }
+}
+
+/**
  * The burst: PATCHes that create a revision, PATCHes that change the deployment in place, and
  * revision creations, interleaved. Returns the ids of the revisions the answers name as created.
  */
@@ -32,8 +47,9 @@ async function burst(t: TestApp, ws: NewWorkspace, id: string): Promise<{ create
       const kind = i % 5 === 4 ? "in-place" : i % 2 === 0 ? "patch" : "create";
       const body =
         kind === "in-place" ? { shareable: i % 10 === 4 } : { source_revision_config: { image_uri: `r.example/c:${i + 1}` } };
-      const request = kind === "create" ? t.request("POST", `/v2/deployments/${id}/revisions`, { key: ws.apiKey, body }) : t.request("PATCH", `/v2/deployments/${id}`, { key: ws.apiKey, body });
-      return request.then((res) => ({ kind, res }));
+      const send = () =>
+        kind === "create" ? t.request("POST", `/v2/deployments/${id}/revisions`, { key: ws.apiKey, body }) : t.request("PATCH", `/v2/deployments/${id}`, { key: ws.apiKey, body });
+      return retried(send).then((res) => ({ kind, res }));
     }),
   );
   const created: string[] = [];
