@@ -1,5 +1,6 @@
 import type { InternalImageBuilds } from "../config.js";
 import type { PrismaClient } from "../db/client.js";
+import type { Prepared } from "../db/prepared.js";
 import type { EventBus } from "../events/types.js";
 import type { BlobStore } from "./blobs/types.js";
 import type { CursorCodec } from "./pagination.js";
@@ -8,6 +9,8 @@ import type { SecretBox } from "./secrets.js";
 /** What every core service is built from. Only core touches `prisma`. */
 export interface CoreDeps {
   prisma: PrismaClient;
+  /** Named prepared statements for the hot reads (src/core/deployment-reads.ts), over the same database. */
+  prepared: Prepared;
   events: EventBus;
   secrets: SecretBox;
   cursors: CursorCodec;

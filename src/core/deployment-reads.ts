@@ -1,36 +1,31 @@
 import { type Deployment, Prisma } from "../generated/prisma/client.js";
-import type { PrismaClient } from "../db/client.js";
+import { statement } from "../db/prepared.js";
+import type { CoreDeps } from "./context.js";
 import { REVISION_CONFIG_COLUMNS, type RevisionConfig } from "./revisions.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Every column is the snake_case of its field (schema.prisma's @map convention). */
 const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
+/** A deployment with what REST shows of its latest revision. */
+export type DeploymentWithLatest = Deployment & { latestRevision: RevisionConfig | null };
+
 const LATEST = "latest.";
 /** The deployment's columns under their field names, then its latest revision's config under "latest.<field>". */
-const SELECTED = Prisma.raw(
-  [
-    ...Object.values(Prisma.DeploymentScalarFieldEnum).map((f) => `d.${column(f)} AS "${f}"`),
-    ...Object.keys(REVISION_CONFIG_COLUMNS).map((f) => `r.${column(f)} AS "${LATEST}${f}"`),
-  ].join(", "),
+const SELECTED = [
+  ...Object.values(Prisma.DeploymentScalarFieldEnum).map((f) => `d.${column(f)} AS "${f}"`),
+  ...Object.keys(REVISION_CONFIG_COLUMNS).map((f) => `r.${column(f)} AS "${LATEST}${f}"`),
+].join(", ");
+const FROM = "FROM deployments d LEFT JOIN revisions r ON r.id = d.latest_revision_id";
+
+const BY_ID = statement("deployment_with_latest_by_id", `SELECT ${SELECTED} ${FROM} WHERE d.id = $1::uuid AND d.workspace_id = $2::uuid`);
+/** The unfiltered listing, newest first: the (workspace_id, created_at DESC, id DESC) index. */
+const PAGE = statement(
+  "deployments_with_latest_page",
+  `SELECT ${SELECTED} ${FROM} WHERE d.workspace_id = $1::uuid ORDER BY d.created_at DESC, d.id DESC LIMIT $2 OFFSET $3`,
 );
 
-/**
- * A deployment of the workspace and what it shows of its latest revision, in one statement (a REST
- * GET made two: on the hottest read, each statement is a round trip and a good part of the
- * request's CPU). Null when the workspace has no such deployment.
- */
-export async function deploymentWithLatestConfig(
-  prisma: PrismaClient,
-  workspaceId: string,
-  id: string,
-): Promise<(Deployment & { latestRevision: RevisionConfig | null }) | null> {
-  if (!UUID.test(id)) return null;
-  const [row] = await prisma.$queryRaw<Record<string, unknown>[]>`
-    SELECT ${SELECTED}
-    FROM deployments d LEFT JOIN revisions r ON r.id = d.latest_revision_id
-    WHERE d.id = ${id}::uuid AND d.workspace_id = ${workspaceId}::uuid`;
-  if (!row) return null;
+function split(row: Record<string, unknown>): DeploymentWithLatest {
   const deployment: Record<string, unknown> = {};
   const latest: Record<string, unknown> = {};
   for (const key in row) {
@@ -38,4 +33,26 @@ export async function deploymentWithLatestConfig(
     else deployment[key] = row[key];
   }
   return { ...(deployment as Deployment), latestRevision: latest.id == null ? null : (latest as RevisionConfig) };
+}
+
+/**
+ * A deployment of the workspace and what it shows of its latest revision, in one prepared statement
+ * (the hottest read: parsed and planned once per connection). Null when the workspace has no such
+ * deployment.
+ */
+export async function deploymentWithLatestConfig(deps: Pick<CoreDeps, "prepared">, workspaceId: string, id: string): Promise<DeploymentWithLatest | null> {
+  if (!UUID.test(id)) return null;
+  const [row] = await deps.prepared.rows<Record<string, unknown>>(BY_ID, [id, workspaceId]);
+  return row ? split(row) : null;
+}
+
+/** A page of the workspace's deployments, newest first, each with its latest revision's config: one prepared statement. */
+export async function deploymentPageWithLatestConfig(
+  deps: Pick<CoreDeps, "prepared">,
+  workspaceId: string,
+  limit: number,
+  offset: number,
+): Promise<DeploymentWithLatest[]> {
+  const rows = await deps.prepared.rows<Record<string, unknown>>(PAGE, [workspaceId, limit, offset]);
+  return rows.map(split);
 }

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Deployment, Prisma, Revision } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
-import { deploymentWithLatestConfig } from "./deployment-reads.js";
+import { deploymentPageWithLatestConfig, deploymentWithLatestConfig } from "./deployment-reads.js";
 import { markDeleting } from "./deployment-status.js";
 import { badRequest, conflict, CoreError, invalid, notFound, type ValidationIssue } from "./errors.js";
 import { newestFirst, type OffsetPage } from "./pagination.js";
@@ -146,12 +146,18 @@ export class DeploymentService {
   }
 
   async get(tenant: Tenant, id: string): Promise<DeploymentWithLatestConfig> {
-    const found = await deploymentWithLatestConfig(this.deps.prisma, tenant.workspaceId, id);
+    const found = await deploymentWithLatestConfig(this.deps, tenant.workspaceId, id);
     if (!found) throw notFound("Deployment", id);
     return found;
   }
 
   async list(tenant: Tenant, query: DeploymentFilter & { limit: number; offset: number }): Promise<OffsetPage<DeploymentWithLatestConfig>> {
+    const { limit, offset, ...filter } = query;
+    if (Object.values(filter).every((v) => v === undefined)) {
+      // The unfiltered listing (the common one): one prepared statement with the latest revisions joined.
+      const resources = await deploymentPageWithLatestConfig(this.deps, tenant.workspaceId, limit, offset);
+      return { resources, offset: offset + resources.length };
+    }
     const rows = await this.deps.prisma.deployment.findMany({
       where: deploymentWhere(tenant.workspaceId, query),
       orderBy: newestFirst,
