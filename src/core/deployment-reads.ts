@@ -56,3 +56,32 @@ export async function deploymentPageWithLatestConfig(
   const rows = await deps.prepared.rows<Record<string, unknown>>(PAGE, [workspaceId, limit, offset]);
   return rows.map(split);
 }
+
+/** The deployment's columns under their field names: rows shaped as Prisma's Deployment. */
+const DEPLOYMENT = Object.values(Prisma.DeploymentScalarFieldEnum)
+  .map((f) => `d.${column(f)} AS "${f}"`)
+  .join(", ");
+const FIRST = statement(
+  "deployments_first",
+  `SELECT ${DEPLOYMENT} FROM deployments d WHERE d.workspace_id = $1::uuid ORDER BY d.created_at DESC, d.id DESC LIMIT $2`,
+);
+const AFTER = statement(
+  "deployments_after",
+  `SELECT ${DEPLOYMENT} FROM deployments d WHERE d.workspace_id = $1::uuid AND (d.created_at, d.id) < ($3::timestamptz, $4::uuid)
+   ORDER BY d.created_at DESC, d.id DESC LIMIT $2`,
+);
+
+/**
+ * The rows of an unfiltered forward keyset page of the workspace's deployments (newest first,
+ * optionally after a position): `take` rows at most, one prepared statement.
+ */
+export function deploymentRowsForward(
+  deps: Pick<CoreDeps, "prepared">,
+  workspaceId: string,
+  after: { createdAt: Date; id: string } | undefined,
+  take: number,
+): Promise<Deployment[]> {
+  return after
+    ? deps.prepared.rows<Deployment>(AFTER, [workspaceId, take, after.createdAt, after.id])
+    : deps.prepared.rows<Deployment>(FIRST, [workspaceId, take]);
+}

@@ -14,8 +14,10 @@ import { deploymentWhere } from "./deployments.js";
 import { agentIdSchema } from "./schemas/agent.js";
 import { type DeploymentFilter, deploymentFilterSchema } from "./schemas/deployment.js";
 import { parseInput } from "./validation.js";
-import { type KeysetArgs, type KeysetPage, keysetPage, type Position } from "./pagination.js";
-import { keysetArgs, type RelayArgs, type RelayPage, relayPage, toRelayPage } from "./relay.js";
+import { deploymentRowsForward } from "./deployment-reads.js";
+import { type KeysetArgs, type KeysetPage, keysetPage, pageOfRows, type Position } from "./pagination.js";
+import { revisionRowsByIds } from "./revision-reads.js";
+import { DEFAULT_PAGE_SIZE, keysetArgs, type RelayArgs, type RelayPage, relayPage, toRelayPage } from "./relay.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -73,7 +75,13 @@ export class GraphQueries {
     return inOrder(ids, rows);
   }
 
-  deploymentPage(tenant: Tenant, filter: DeploymentFilter, args: KeysetArgs): Promise<KeysetPage<Deployment>> {
+  async deploymentPage(tenant: Tenant, filter: DeploymentFilter, args: KeysetArgs): Promise<KeysetPage<Deployment>> {
+    const forward = args.before === undefined && (args.last === undefined || args.first !== undefined);
+    if (forward && Object.values(filter).every((v) => v === undefined)) {
+      // The unfiltered page forward (the common one): one prepared statement, keysetPage's semantics.
+      const size = args.first ?? DEFAULT_PAGE_SIZE;
+      return pageOfRows(await deploymentRowsForward(this.deps, tenant.workspaceId, args.after, size + 1), args, size, false);
+    }
     return keysetPage(args, (q) =>
       this.deps.prisma.deployment.findMany({
         where: { AND: [deploymentWhere(tenant.workspaceId, filter), q.where] },
@@ -88,8 +96,8 @@ export class GraphQueries {
   }
 
   async revisionsByIds(tenant: Tenant, ids: readonly string[]): Promise<(Revision | null)[]> {
-    const rows = await this.deps.prisma.revision.findMany({ where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } } });
-    return inOrder(ids, rows);
+    const valid = uuidsOnly(ids);
+    return inOrder(ids, valid.length === 0 ? [] : await revisionRowsByIds(this.deps, tenant.workspaceId, valid));
   }
 
   async listenersByIds(tenant: Tenant, ids: readonly string[]): Promise<(Listener | null)[]> {
