@@ -16,7 +16,7 @@ import { type DeploymentFilter, deploymentFilterSchema } from "./schemas/deploym
 import { parseInput } from "./validation.js";
 import { deploymentRowsForward } from "./deployment-reads.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, pageOfRows, type Position } from "./pagination.js";
-import { revisionRowsByIds } from "./revision-reads.js";
+import { revisionRowsByIds, revisionSummariesByIds, type RevisionSummary } from "./revision-reads.js";
 import { DEFAULT_PAGE_SIZE, keysetArgs, type RelayArgs, type RelayPage, relayPage, toRelayPage } from "./relay.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -93,6 +93,12 @@ export class GraphQueries {
 
   deploymentCount(tenant: Tenant, filter: DeploymentFilter): Promise<number> {
     return this.deps.prisma.deployment.count({ where: deploymentWhere(tenant.workspaceId, filter) });
+  }
+
+  /** Revisions' summaries (what most reads show: see RevisionSummary), by id. */
+  async revisionSummariesByIds(tenant: Tenant, ids: readonly string[]): Promise<(RevisionSummary | null)[]> {
+    const valid = uuidsOnly(ids);
+    return inOrder(ids, valid.length === 0 ? [] : await revisionSummariesByIds(this.deps, tenant.workspaceId, valid));
   }
 
   async revisionsByIds(tenant: Tenant, ids: readonly string[]): Promise<(Revision | null)[]> {

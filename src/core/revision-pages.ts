@@ -1,10 +1,9 @@
-import type { Revision } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { uuidsOnly } from "./graph-queries.js";
 import { type KeysetArgs, type KeysetPage, pageOfRows } from "./pagination.js";
 import { DEFAULT_PAGE_SIZE } from "./relay.js";
-import { revisionPageRows } from "./revision-reads.js";
+import { revisionPageRows, type RevisionSummary } from "./revision-reads.js";
 
 /**
  * Revision pages of many deployments at once: for a page of deployments, each one's first N
@@ -19,12 +18,12 @@ export class RevisionPages {
     deploymentIds: readonly string[],
     args: KeysetArgs,
     statuses?: readonly string[],
-  ): Promise<KeysetPage<Revision>[]> {
+  ): Promise<KeysetPage<RevisionSummary>[]> {
     const ids = uuidsOnly(deploymentIds);
     const backward = args.last !== undefined && args.first === undefined;
     const size = backward ? args.last! : (args.first ?? DEFAULT_PAGE_SIZE);
     const rows = ids.length === 0 ? [] : await this.rows(tenant, ids, args, statuses, backward, size + 1);
-    const byDeployment = new Map<string, Revision[]>();
+    const byDeployment = new Map<string, RevisionSummary[]>();
     for (const row of rows) {
       const list = byDeployment.get(row.deploymentId);
       if (list) list.push(row);
@@ -55,7 +54,7 @@ export class RevisionPages {
     statuses: readonly string[] | undefined,
     backward: boolean,
     take: number,
-  ): Promise<Revision[]> {
+  ): Promise<RevisionSummary[]> {
     return revisionPageRows(this.deps, tenant.workspaceId, { ids, statuses, after: args.after, before: args.before, backward, take });
   }
 }
