@@ -153,4 +153,32 @@ describe("hot read answers", () => {
     expect(graph.body.data.deployments.edges.map((e: { node: { name: string } }) => e.node.name)).toEqual(["plain"]);
     expect(graph.body.data.deployments.edges[0].node.uuid).not.toBe(ids[0]);
   });
+
+  it("answer a revision's fields outside its summary (read as whole rows on demand) as the whole row does", async () => {
+    const WHOLE = `uuid status sourceConfig { deploymentType installCommand resourceSpec { minScale labels } } secrets { name }
+      secretReferences { name secretName secretKey } shareable routeThroughGateway remoteReconciled imageDigest buildReport`;
+    const listed = await t.request("POST", "/graphql", { key: ws.apiKey, body: { query: `{ deployments(first: 10, filter: { name: "full-config" }) { edges { node { id } } } }` } });
+    const globalId = listed.body.data.deployments.edges[0].node.id as string;
+    // The mutation answers from the whole row it wrote.
+    const created = await t.request("POST", "/graphql", {
+      key: ws.apiKey,
+      body: {
+        query: `mutation($d: ID!) { revisionCreate(deploymentId: $d, input: { sourceRevisionConfig: { imageUri: "registry.example.com/a/full:3" } }) { revision { ${WHOLE} } userErrors { message } } }`,
+        variables: { d: globalId },
+      },
+    });
+    expect(created.status).toBe(200);
+    expect(created.body.data.revisionCreate.userErrors, created.text).toEqual([]);
+    const written = created.body.data.revisionCreate.revision;
+    expect(written).toMatchObject({ secrets: [{ name: "TOKEN" }, { name: "OTHER" }], shareable: true, routeThroughGateway: true });
+    // Pages and loaders read summaries; these fields then load the whole rows, batched.
+    const read = await t.request("POST", "/graphql", {
+      key: ws.apiKey,
+      body: { query: `{ deployments(first: 10) { edges { node { name latestRevision { ${WHOLE} } revisions(first: 1) { edges { node { ${WHOLE} } } } } } } }` },
+    });
+    expect(read.status, read.text).toBe(200);
+    const full = read.body.data.deployments.edges.find((e: { node: { name: string } }) => e.node.name === "full-config").node;
+    expect(full.latestRevision).toEqual(written);
+    expect(full.revisions.edges[0].node).toEqual(written);
+  });
 });
