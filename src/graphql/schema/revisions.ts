@@ -55,7 +55,7 @@ builder.node(RevisionRef, {
       description: "The source config this revision was made from.",
       resolve: async (r, _args, ctx) => ({ ...readSourceConfig((await whole(r, ctx)).sourceConfig) }),
     }),
-    sourceRevisionConfig: t.field({ type: SourceRevisionConfigRef, resolve: (r) => ({ ...revisionSourceRevisionConfig(r) }) }),
+    sourceRevisionConfig: t.field({ type: SourceRevisionConfigRef, resolve: (r) => revisionSourceRevisionConfig(r) }),
     secrets: t.field({ type: [SecretRef], resolve: async (r, _args, ctx) => readStoredSecrets((await whole(r, ctx)).secrets).map(({ name }) => ({ name })) }),
     secretReferences: t.field({ type: [SecretReferenceRef], resolve: async (r, _args, ctx) => readSecretReferences((await whole(r, ctx)).secretReferences) }),
     shareable: t.boolean({ resolve: async (r, _args, ctx) => (await whole(r, ctx)).shareable }),
