@@ -86,6 +86,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     {
       prisma: db.prisma,
       data: (tenant) => tenantData(db.prisma, tenant),
+      prepared: db.prepared,
       events,
       secrets: new SecretBox(secretsKey, config.secretsKeyPrevious.map((k) => Buffer.from(k, "base64"))),
       cursors: new CursorCodec(createHmac("sha256", secretsKey).update("cursor-signing").digest()),

@@ -1,6 +1,7 @@
 import type { InternalImageBuilds } from "../config.js";
 import type { PrismaClient } from "../db/client.js";
 import type { Tenant } from "./auth.js";
+import type { Prepared } from "../db/prepared.js";
 import type { EventBus } from "../events/types.js";
 import type { BlobStore } from "./blobs/types.js";
 import type { CursorCodec } from "./pagination.js";
@@ -15,6 +16,8 @@ export interface CoreDeps {
    * the tenant's workspace, so that a service cannot forget it (core/tenant-data.ts).
    */
   data(tenant: Pick<Tenant, "workspaceId">): PrismaClient;
+  /** Named prepared statements for the hot reads (src/core/deployment-reads.ts), over the same database. */
+  prepared: Prepared;
   events: EventBus;
   secrets: SecretBox;
   cursors: CursorCodec;

@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import type { Deployment, Prisma, Revision } from "../generated/prisma/client.js";
+import type { Deployment, Revision } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
-import { deploymentWithLatestConfig } from "./deployment-reads.js";
+import { deploymentPageWithLatestConfig, deploymentWhere, deploymentWithLatestConfig } from "./deployment-reads.js";
 import { markDeleting } from "./deployment-status.js";
 import { badRequest, conflict, CoreError, invalid, notFound, type ValidationIssue } from "./errors.js";
 import { commitThenPublish } from "./publish.js";
@@ -42,29 +42,6 @@ export type DeploymentWithLatestConfig = Deployment & { latestRevision: Revision
 export const DEFAULT_IMAGE_VERSION = "0.4.0";
 const TIER = "SERVERLESS_S";
 const INITIAL_STATUS: DeploymentStatus = "AWAITING_DATABASE";
-
-/** Prisma `where` for the listing filters; shared by the REST and GraphQL faces. */
-export function deploymentWhere(workspaceId: string, f: DeploymentFilter): Prisma.DeploymentWhereInput {
-  const names: Prisma.DeploymentWhereInput[] = [];
-  if (f.name !== undefined) names.push({ name: f.name });
-  // Prisma passes `contains` to LIKE as is: escape its wildcards so that `_` and `%` match themselves.
-  const substring = f.name_contains?.replace(/[\\%_]/g, "\\$&");
-  if (substring !== undefined) names.push({ name: { contains: substring, mode: "insensitive" } });
-  return {
-    workspaceId,
-    ...(names.length > 0 && { AND: names }),
-    ...(f.status !== undefined && { status: f.status }),
-    ...(f.remote_reconciled !== undefined && { remoteReconciled: f.remote_reconciled }),
-    ...(f.tag_value_ids !== undefined && { tagValueIds: { hasEvery: f.tag_value_ids } }),
-    ...(f.image_version !== undefined && { imageVersion: f.image_version }),
-    ...(f.deployment_type !== undefined && { deploymentType: f.deployment_type }),
-    ...(f.deployment_ids !== undefined && { id: { in: f.deployment_ids } }),
-    ...(f.url !== undefined && { url: f.url }),
-    // Agent filters match only deployments made for an agent ("agent mode").
-    ...(f.agent_id !== undefined && { agentId: f.agent_id }),
-    ...(f.agent_environment !== undefined && { agentEnvironment: f.agent_environment }),
-  };
-}
 
 /** The deployment and revision services, built together: deployments record revisions through revisions. */
 export function deploymentServices(deps: CoreDeps) {
@@ -139,14 +116,20 @@ export class DeploymentService {
   }
 
   async get(tenant: Tenant, id: string): Promise<DeploymentWithLatestConfig> {
-    const found = await deploymentWithLatestConfig(this.deps.prisma, tenant.workspaceId, id);
+    const found = await deploymentWithLatestConfig(this.deps, tenant.workspaceId, id);
     if (!found) throw notFound("Deployment", id);
     return found;
   }
 
   async list(tenant: Tenant, query: DeploymentFilter & { limit: number; offset: number }): Promise<OffsetPage<DeploymentWithLatestConfig>> {
+    const { limit, offset, ...filter } = query;
+    if (Object.values(filter).every((v) => v === undefined)) {
+      // The unfiltered listing (the common one): one prepared statement with the latest revisions joined.
+      const resources = await deploymentPageWithLatestConfig(this.deps, tenant.workspaceId, limit, offset);
+      return { resources, offset: offset + resources.length };
+    }
     const rows = await this.deps.data(tenant).deployment.findMany({
-      where: deploymentWhere(tenant.workspaceId, query),
+      where: deploymentWhere(query),
       orderBy: newestFirst,
       take: query.limit,
       skip: query.offset,

@@ -10,12 +10,14 @@ import type {
 } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
-import { deploymentWhere } from "./deployments.js";
+import { deploymentWhere } from "./deployment-reads.js";
 import { agentIdSchema } from "./schemas/agent.js";
 import { type DeploymentFilter, deploymentFilterSchema } from "./schemas/deployment.js";
 import { parseInput } from "./validation.js";
-import { type KeysetArgs, type KeysetPage, keysetPage, type Position } from "./pagination.js";
-import { keysetArgs, type RelayArgs, type RelayPage, relayPage, toRelayPage } from "./relay.js";
+import { deploymentRowsForward } from "./deployment-reads.js";
+import { type KeysetArgs, type KeysetPage, keysetPage, pageOfRows, type Position } from "./pagination.js";
+import { revisionRowsByIds, revisionSummariesByIds, type RevisionSummary } from "./revision-reads.js";
+import { DEFAULT_PAGE_SIZE, keysetArgs, type RelayArgs, type RelayPage, relayPage, toRelayPage } from "./relay.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -55,7 +57,7 @@ export class GraphQueries {
 
   /** The caller's own workspace (the viewer). */
   workspace(tenant: Tenant): Promise<Workspace | null> {
-    return this.deps.prisma.workspace.findUnique({ where: { id: tenant.workspaceId } });
+    return this.deps.data(tenant).workspace.findUnique({ where: { id: tenant.workspaceId } });
   }
 
   /** The deployment listing's filters, the same rules as REST's; problems are located under `filter`. */
@@ -69,14 +71,20 @@ export class GraphQueries {
   }
 
   async deploymentsByIds(tenant: Tenant, ids: readonly string[]): Promise<(Deployment | null)[]> {
-    const rows = await this.deps.prisma.deployment.findMany({ where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } } });
+    const rows = await this.deps.data(tenant).deployment.findMany({ where: { id: { in: uuidsOnly(ids) } } });
     return inOrder(ids, rows);
   }
 
-  deploymentPage(tenant: Tenant, filter: DeploymentFilter, args: KeysetArgs): Promise<KeysetPage<Deployment>> {
+  async deploymentPage(tenant: Tenant, filter: DeploymentFilter, args: KeysetArgs): Promise<KeysetPage<Deployment>> {
+    const forward = args.before === undefined && (args.last === undefined || args.first !== undefined);
+    if (forward && Object.values(filter).every((v) => v === undefined)) {
+      // The unfiltered page forward (the common one): one prepared statement, keysetPage's semantics.
+      const size = args.first ?? DEFAULT_PAGE_SIZE;
+      return pageOfRows(await deploymentRowsForward(this.deps, tenant.workspaceId, args.after, size + 1), args, size, false);
+    }
     return keysetPage(args, (q) =>
-      this.deps.prisma.deployment.findMany({
-        where: { AND: [deploymentWhere(tenant.workspaceId, filter), q.where] },
+      this.deps.data(tenant).deployment.findMany({
+        where: { AND: [deploymentWhere(filter), q.where] },
         orderBy: q.orderBy,
         take: q.take,
       }),
@@ -84,54 +92,60 @@ export class GraphQueries {
   }
 
   deploymentCount(tenant: Tenant, filter: DeploymentFilter): Promise<number> {
-    return this.deps.prisma.deployment.count({ where: deploymentWhere(tenant.workspaceId, filter) });
+    return this.deps.data(tenant).deployment.count({ where: deploymentWhere(filter) });
+  }
+
+  /** Revisions' summaries (what most reads show: see RevisionSummary), by id. */
+  async revisionSummariesByIds(tenant: Tenant, ids: readonly string[]): Promise<(RevisionSummary | null)[]> {
+    const valid = uuidsOnly(ids);
+    return inOrder(ids, valid.length === 0 ? [] : await revisionSummariesByIds(this.deps, tenant.workspaceId, valid));
   }
 
   async revisionsByIds(tenant: Tenant, ids: readonly string[]): Promise<(Revision | null)[]> {
-    const rows = await this.deps.prisma.revision.findMany({ where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } } });
-    return inOrder(ids, rows);
+    const valid = uuidsOnly(ids);
+    return inOrder(ids, valid.length === 0 ? [] : await revisionRowsByIds(this.deps, tenant.workspaceId, valid));
   }
 
   async listenersByIds(tenant: Tenant, ids: readonly string[]): Promise<(Listener | null)[]> {
-    const rows = await this.deps.prisma.listener.findMany({ where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } } });
+    const rows = await this.deps.data(tenant).listener.findMany({ where: { id: { in: uuidsOnly(ids) } } });
     return inOrder(ids, rows);
   }
 
   listenerPage(tenant: Tenant, args: KeysetArgs): Promise<KeysetPage<Listener>> {
     return keysetPage(args, (q) =>
-      this.deps.prisma.listener.findMany({ where: { AND: [{ workspaceId: tenant.workspaceId }, q.where] }, orderBy: q.orderBy, take: q.take }),
+      this.deps.data(tenant).listener.findMany({ where: q.where, orderBy: q.orderBy, take: q.take }),
     );
   }
 
   listenerCount(tenant: Tenant): Promise<number> {
-    return this.deps.prisma.listener.count({ where: { workspaceId: tenant.workspaceId } });
+    return this.deps.data(tenant).listener.count();
   }
 
   async installationsByIds(tenant: Tenant, ids: readonly string[]): Promise<(CodehostInstallation | null)[]> {
-    const rows = await this.deps.prisma.codehostInstallation.findMany({
-      where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } },
+    const rows = await this.deps.data(tenant).codehostInstallation.findMany({
+      where: { id: { in: uuidsOnly(ids) } },
     });
     return inOrder(ids, rows);
   }
 
   installationCount(tenant: Tenant): Promise<number> {
-    return this.deps.prisma.codehostInstallation.count({ where: { workspaceId: tenant.workspaceId } });
+    return this.deps.data(tenant).codehostInstallation.count();
   }
 
   async connectionsByIds(tenant: Tenant, ids: readonly string[]): Promise<(AgentConnection | null)[]> {
-    const rows = await this.deps.prisma.agentConnection.findMany({
-      where: { workspaceId: tenant.workspaceId, id: { in: uuidsOnly(ids) } },
+    const rows = await this.deps.data(tenant).agentConnection.findMany({
+      where: { id: { in: uuidsOnly(ids) } },
     });
     return inOrder(ids, rows);
   }
 
   connectionCount(tenant: Tenant, agentId: string): Promise<number> {
-    return this.deps.prisma.agentConnection.count({ where: { workspaceId: tenant.workspaceId, agentId } });
+    return this.deps.data(tenant).agentConnection.count({ where: { agentId } });
   }
 
   /** The event logs of many revisions, oldest first per revision, in one statement. */
   async eventsByRevisionIds(tenant: Tenant, revisionIds: readonly string[]): Promise<RevisionEvent[][]> {
-    const rows = await this.deps.prisma.revisionEvent.findMany({
+    const rows = await this.deps.data(tenant).revisionEvent.findMany({
       where: { revisionId: { in: uuidsOnly(revisionIds) }, revision: { workspaceId: tenant.workspaceId } },
       orderBy: [{ revisionId: "asc" }, { id: "asc" }],
     });
@@ -149,7 +163,7 @@ export class GraphQueries {
    * subscriber has not seen yet. Empty for another workspace's revision.
    */
   eventsSince(tenant: Tenant, revisionId: string, afterId: bigint | null): Promise<RevisionEvent[]> {
-    return this.deps.prisma.revisionEvent.findMany({
+    return this.deps.data(tenant).revisionEvent.findMany({
       where: {
         revisionId,
         revision: { workspaceId: tenant.workspaceId },

@@ -43,11 +43,17 @@ export const REVISION_CONFIG_COLUMNS = { id: true, sourceRevisionConfig: true, r
 export type RevisionConfig = Pick<Revision, keyof typeof REVISION_CONFIG_COLUMNS>;
 
 /** A revision's source revision config as shown: its inputs plus the commit the pipeline resolved. */
-export const revisionSourceRevisionConfig = (r: RevisionConfig) => ({
-  ...readSourceRevisionConfig(r.sourceRevisionConfig),
-  repo_commit_sha: r.repoCommitSha,
-  repo_commit_title: r.repoCommitTitle,
-});
+export function revisionSourceRevisionConfig(r: RevisionConfig) {
+  const c = readSourceRevisionConfig(r.sourceRevisionConfig);
+  return {
+    repo_ref: c.repo_ref,
+    framework_config_path: c.framework_config_path,
+    image_uri: c.image_uri,
+    source_tarball_path: c.source_tarball_path,
+    repo_commit_sha: r.repoCommitSha,
+    repo_commit_title: r.repoCommitTitle,
+  };
+}
 
 /** The configuration a revision was made from, to make another from it (redeploy, a rollback). */
 export const snapshotOf = (r: Revision): RevisionSnapshot => ({

@@ -6,6 +6,7 @@ import { PrismaPGlite } from "pglite-prisma-adapter";
 import type { Config } from "../config.js";
 import type { Logger } from "../logger.js";
 import { PrismaClient } from "../generated/prisma/client.js";
+import { type Prepared, preparedPg, preparedPglite } from "./prepared.js";
 import { countStatements, statementLogOptions } from "./statement-counter.js";
 
 export type { PrismaClient };
@@ -23,6 +24,8 @@ export interface Database {
   readonly kind: "pglite" | "postgres";
   readonly prisma: PrismaClient;
   readonly sql: Sql;
+  /** Named prepared statements for the hot reads (core read functions only). */
+  readonly prepared: Prepared;
   /** The PostgreSQL pool, for LISTEN/NOTIFY connections; null on PGlite. */
   readonly pool: pg.Pool | null;
   /** PGlite only: the data directory as a tarball, to start other databases from (tests). */
@@ -60,6 +63,7 @@ async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Data
   return {
     kind: "pglite",
     prisma,
+    prepared: preparedPglite(pglite),
     pool: null,
     snapshot: () => pglite.dumpDataDir("none"),
     sql: {
@@ -97,6 +101,7 @@ async function openPostgres(url: string, max: number, logger?: Logger): Promise<
   return {
     kind: "postgres",
     prisma,
+    prepared: preparedPg(pool),
     pool,
     sql: pgSql(pool),
     async close() {

@@ -5,8 +5,9 @@ import type { PrismaClient } from "../generated/prisma/client.js";
  * tests that prove a query costs a constant number of statements. Off unless BENCH_COUNT_SQL=1:
  * Prisma's query events cost an object per statement, which the service must not pay in production.
  *
- * What is counted: every statement Prisma reports, including a transaction's COMMIT; Prisma does not
- * report BEGIN. Raw SQL outside Prisma (db.sql: migrations, /readyz) is not counted.
+ * What is counted: every statement Prisma reports, including a transaction's COMMIT (Prisma does not
+ * report BEGIN), and the prepared statements of the hot reads (src/db/prepared.ts). Raw SQL outside
+ * both (db.sql: migrations, /readyz) is not counted.
  */
 export const countingStatements = process.env.BENCH_COUNT_SQL === "1";
 
@@ -41,6 +42,14 @@ export function countStatements<P extends PrismaClient>(prisma: P): P {
     });
   }
   return prisma;
+}
+
+/** Counts a statement sent below Prisma (src/db/prepared.ts), when counting. */
+export function recordStatement(sql: string, params: readonly unknown[]): void {
+  if (!countingStatements) return;
+  state.statements += 1;
+  state.recent.push({ sql, params: JSON.stringify(params) });
+  if (state.recent.length > RECENT) state.recent.splice(0, state.recent.length - RECENT);
 }
 
 /** Statements counted so far in this process (0 when counting is off). */

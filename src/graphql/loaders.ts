@@ -3,6 +3,7 @@ import type { Tenant } from "../core/auth.js";
 import type { Core } from "../core/index.js";
 import type { LogLine } from "../core/logs.js";
 import type { KeysetArgs, KeysetPage } from "../core/pagination.js";
+import type { RevisionSummary } from "../core/revision-reads.js";
 import type { LogFilter, LogKind } from "../core/schemas/logs.js";
 import type {
   AgentConnection,
@@ -25,7 +26,8 @@ import type {
 export class Loaders {
   private made: Partial<{
     deployment: DataLoader<string, Deployment | null>;
-    revision: DataLoader<string, Revision | null>;
+    revision: DataLoader<string, RevisionSummary | null>;
+    revisionFull: DataLoader<string, Revision | null>;
     listener: DataLoader<string, Listener | null>;
     installation: DataLoader<string, CodehostInstallation | null>;
     connection: DataLoader<string, AgentConnection | null>;
@@ -36,7 +38,7 @@ export class Loaders {
     repositories: DataLoader<string, CodehostRepository[]>;
   }> = {};
   // Nested connections with the same arguments under many parents share one windowed query.
-  private revisionPages: Map<string, DataLoader<string, KeysetPage<Revision>>> | null = null;
+  private revisionPages: Map<string, DataLoader<string, KeysetPage<RevisionSummary>>> | null = null;
   private revisionCounts: Map<string, DataLoader<string, number>> | null = null;
   private logPages: Map<string, DataLoader<string, KeysetPage<LogLine>>> | null = null;
   private logCounts: Map<string, DataLoader<string, number>> | null = null;
@@ -53,8 +55,15 @@ export class Loaders {
   get deployment() {
     return (this.made.deployment ??= this.byIds((t, ids) => this.core.graph.deploymentsByIds(t, ids)));
   }
+  /**
+   * Revisions as most reads show them (RevisionSummary: no JSON snapshot, secrets or build report);
+   * a field outside the summary loads the whole row through revisionFull, batched as well.
+   */
   get revision() {
-    return (this.made.revision ??= this.byIds((t, ids) => this.core.graph.revisionsByIds(t, ids)));
+    return (this.made.revision ??= this.byIds<RevisionSummary>((t, ids) => this.core.graph.revisionSummariesByIds(t, ids)));
+  }
+  get revisionFull() {
+    return (this.made.revisionFull ??= this.byIds((t, ids) => this.core.graph.revisionsByIds(t, ids)));
   }
   get listener() {
     return (this.made.listener ??= this.byIds((t, ids) => this.core.graph.listenersByIds(t, ids)));
@@ -85,12 +94,12 @@ export class Loaders {
   }
 
   /** The revision page of each deployment for one set of arguments. */
-  revisionPage(args: KeysetArgs, statuses: readonly string[] | undefined): DataLoader<string, KeysetPage<Revision>> {
+  revisionPage(args: KeysetArgs, statuses: readonly string[] | undefined): DataLoader<string, KeysetPage<RevisionSummary>> {
     const pages = (this.revisionPages ??= new Map());
     const key = JSON.stringify([args, statuses ?? null]);
     let loader = pages.get(key);
     if (!loader) {
-      loader = new DataLoader<string, KeysetPage<Revision>>((ids) => this.core.revisionPages.pages(this.tenant, ids, args, statuses));
+      loader = new DataLoader<string, KeysetPage<RevisionSummary>>((ids) => this.core.revisionPages.pages(this.tenant, ids, args, statuses));
       pages.set(key, loader);
     }
     return loader;

@@ -7,13 +7,16 @@ import { credentialsFrom } from "./credentials.js";
 /**
  * Bodies over `maxBytes` answer 413 before anything parses them: a declared Content-Length is
  * checked up front, a streamed body is counted as it arrives and never buffered past the limit.
- * Installed ahead of every route, so REST and /graphql share it.
+ * Installed ahead of every route, so REST and /graphql share it. GET and HEAD are passed straight on.
  */
 export function limitBodySize(maxBytes: number): MiddlewareHandler {
-  return bodyLimit({
+  const limit = bodyLimit({
     maxSize: maxBytes,
     onError: (c) => c.json({ detail: `Request body too large: the limit is ${maxBytes} bytes.` }, 413),
   });
+  // GET and HEAD carry no body to limit; asking for one (c.req.raw.body) makes @hono/node-server
+  // build a whole Request on the hottest reads.
+  return (c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limit(c, next));
 }
 
 /** The socket's peer address under @hono/node-server; fetch calls without a socket (tests) share one. */

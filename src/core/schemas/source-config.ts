@@ -68,14 +68,39 @@ export const toSourceRevisionConfig = (input: SourceRevisionConfigInput | null |
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Reads a stored source config (JSON written by core), filling keys it lacks with null. */
+const NOTHING: Record<string, unknown> = {};
+type Stored<T> = { [K in keyof T]: T[K] };
+
+/**
+ * Literal objects, keys in SOURCE_CONFIG_KEYS order (the order answers show them in): read for every
+ * deployment and revision of a page, where building them through Object.fromEntries showed in
+ * profiles.
+ */
 export function readSourceConfig(json: unknown): SourceConfig {
-  const stored = isRecord(json) ? json : {};
-  return Object.fromEntries(SOURCE_CONFIG_KEYS.map((k) => [k, stored[k] ?? null])) as unknown as SourceConfig;
+  const s = (isRecord(json) ? json : NOTHING) as Partial<Stored<SourceConfig>>;
+  return {
+    integration_id: s.integration_id ?? null,
+    repo_url: s.repo_url ?? null,
+    build_on_push: s.build_on_push ?? null,
+    custom_url: s.custom_url ?? null,
+    resource_spec: s.resource_spec ?? null,
+    listener_id: s.listener_id ?? null,
+    listener_config: s.listener_config ?? null,
+    install_command: s.install_command ?? null,
+    build_command: s.build_command ?? null,
+    deployment_type: s.deployment_type ?? null,
+    repo_branch: s.repo_branch ?? null,
+  } satisfies Record<(typeof SOURCE_CONFIG_KEYS)[number], unknown>;
 }
 
 export function readSourceRevisionConfig(json: unknown): SourceRevisionConfig {
-  const stored = isRecord(json) ? json : {};
-  return Object.fromEntries(SOURCE_REVISION_CONFIG_KEYS.map((k) => [k, stored[k] ?? null])) as unknown as SourceRevisionConfig;
+  const s = (isRecord(json) ? json : NOTHING) as Partial<Stored<SourceRevisionConfig>>;
+  return {
+    repo_ref: s.repo_ref ?? null,
+    framework_config_path: s.framework_config_path ?? null,
+    image_uri: s.image_uri ?? null,
+    source_tarball_path: s.source_tarball_path ?? null,
+  } satisfies Record<(typeof SOURCE_REVISION_CONFIG_KEYS)[number], unknown>;
 }
 
 /** Structural equality of JSON values, whatever the key order. */

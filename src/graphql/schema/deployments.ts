@@ -53,7 +53,7 @@ builder.node(DeploymentRef, {
       description: "The latest revision's source revision config.",
       resolve: async (d, _args, ctx) => {
         const latest = await revisionAt(ctx, d.latestRevisionId);
-        return latest ? { ...revisionSourceRevisionConfig(latest) } : { ...emptySourceRevisionConfig(), repo_commit_sha: null, repo_commit_title: null };
+        return latest ? revisionSourceRevisionConfig(latest) : { ...emptySourceRevisionConfig(), repo_commit_sha: null, repo_commit_title: null };
       },
     }),
     secrets: t.field({ type: [SecretRef], description: "Names only: values are never shown.", resolve: (d) => maskedSecrets(d.secrets).map(({ name }) => ({ name })) }),

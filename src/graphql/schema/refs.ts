@@ -1,10 +1,18 @@
 import type { AgentConnection, CodehostInstallation, CodehostRepository, Deployment, Listener, OAuthFlow, OAuthProvider, OAuthToken, Revision, Workspace } from "../../generated/prisma/client.js";
+import type { RevisionSummary } from "../../core/revision-reads.js";
 import { builder } from "../builder.js";
+
+/**
+ * A revision as the GraphQL face holds it: at least its summary (what pages and loaders read), or
+ * the whole row (mutations, subscriptions). Fields outside the summary load the row when it is not
+ * there (src/graphql/schema/revisions.ts).
+ */
+export type RevisionView = RevisionSummary & Partial<Revision>;
 
 // The node types' refs, apart from their fields, so that entity files can point at each other.
 export const WorkspaceRef = builder.objectRef<Workspace>("Workspace");
 export const DeploymentRef = builder.objectRef<Deployment>("Deployment");
-export const RevisionRef = builder.objectRef<Revision>("Revision");
+export const RevisionRef = builder.objectRef<RevisionView>("Revision");
 export const ListenerRef = builder.objectRef<Listener>("Listener");
 export const InstallationRef = builder.objectRef<CodehostInstallation>("CodehostInstallation");
 export const ConnectionRef = builder.objectRef<AgentConnection>("AgentConnection");

@@ -1,6 +1,7 @@
 import { notFound } from "../../core/errors.js";
 import type { Deployment, Revision, RevisionEvent } from "../../generated/prisma/client.js";
 import { revisionSourceRevisionConfig } from "../../core/revisions.js";
+import type { RevisionSummary } from "../../core/revision-reads.js";
 import { readSecretReferences, readStoredSecrets } from "../../core/schemas/secrets.js";
 import { readSourceConfig } from "../../core/schemas/source-config.js";
 import type { Source } from "../../core/schemas/source.js";
@@ -11,7 +12,7 @@ import { mutate, type UserError, UserErrorType } from "../errors.js";
 import { toRestBody } from "../input-names.js";
 import { registerNode, requireId } from "../nodes.js";
 import { RevisionStatusEnum, SourceEnum } from "./enums.js";
-import { DeploymentRef, RevisionRef } from "./refs.js";
+import { DeploymentRef, RevisionRef, type RevisionView } from "./refs.js";
 import {
   SecretRef,
   SecretReferenceRef,
@@ -30,6 +31,15 @@ const RevisionEventRef = builder.objectRef<RevisionEvent>("RevisionEvent").imple
   }),
 });
 
+/**
+ * The whole revision row: `r` itself when it is one (mutations, subscriptions), else loaded by id,
+ * batched with every other revision of the operation that needs a field outside its summary.
+ */
+async function whole(r: RevisionView, ctx: GraphQLContext): Promise<Revision> {
+  if (r.secrets !== undefined) return r as Revision;
+  return (await ctx.loaders.revisionFull.load(r.id)) ?? Promise.reject(notFound("Revision", r.id));
+}
+
 builder.node(RevisionRef, {
   description: "One build and deploy of a deployment, from a snapshot of its configuration.",
   id: { resolve: (r) => r.id },
@@ -40,22 +50,30 @@ builder.node(RevisionRef, {
     status: t.field({ type: RevisionStatusEnum, resolve: (r) => r.status as RevisionStatus }),
     statusMessage: t.exposeString("statusMessage", { description: "Why the revision is in its status, e.g. why a build failed." }),
     source: t.field({ type: SourceEnum, resolve: (r) => r.source as Source }),
-    sourceConfig: t.field({ type: SourceConfigRef, description: "The source config this revision was made from.", resolve: (r) => ({ ...readSourceConfig(r.sourceConfig) }) }),
-    sourceRevisionConfig: t.field({ type: SourceRevisionConfigRef, resolve: (r) => ({ ...revisionSourceRevisionConfig(r) }) }),
-    secrets: t.field({ type: [SecretRef], resolve: (r) => readStoredSecrets(r.secrets).map(({ name }) => ({ name })) }),
-    secretReferences: t.field({ type: [SecretReferenceRef], resolve: (r) => readSecretReferences(r.secretReferences) }),
-    shareable: t.exposeBoolean("shareable"),
-    routeThroughGateway: t.exposeBoolean("routeThroughGateway"),
-    remoteReconciled: t.exposeBoolean("remoteReconciled", { description: "Carried out by a listener in a self-hosted cluster." }),
-    imageDigest: t.exposeString("imageDigest", {
+    sourceConfig: t.field({
+      type: SourceConfigRef,
+      description: "The source config this revision was made from.",
+      resolve: async (r, _args, ctx) => ({ ...readSourceConfig((await whole(r, ctx)).sourceConfig) }),
+    }),
+    sourceRevisionConfig: t.field({ type: SourceRevisionConfigRef, resolve: (r) => revisionSourceRevisionConfig(r) }),
+    secrets: t.field({ type: [SecretRef], resolve: async (r, _args, ctx) => readStoredSecrets((await whole(r, ctx)).secrets).map(({ name }) => ({ name })) }),
+    secretReferences: t.field({ type: [SecretReferenceRef], resolve: async (r, _args, ctx) => readSecretReferences((await whole(r, ctx)).secretReferences) }),
+    shareable: t.boolean({ resolve: async (r, _args, ctx) => (await whole(r, ctx)).shareable }),
+    routeThroughGateway: t.boolean({ resolve: async (r, _args, ctx) => (await whole(r, ctx)).routeThroughGateway }),
+    remoteReconciled: t.boolean({
+      description: "Carried out by a listener in a self-hosted cluster.",
+      resolve: async (r, _args, ctx) => (await whole(r, ctx)).remoteReconciled,
+    }),
+    imageDigest: t.string({
       nullable: true,
       description: "internal_container: the digest of the manifest imageUri named in the registry when the revision was built.",
+      resolve: async (r, _args, ctx) => (await whole(r, ctx)).imageDigest,
     }),
     buildReport: t.field({
       type: "JSONObject",
       nullable: true,
       description: "What the build step found: `image` (the manifest looked up) or `source` (the uploaded tarball's files, size and graphs).",
-      resolve: (r) => (r.buildReport as Record<string, unknown> | null) ?? null,
+      resolve: async (r, _args, ctx) => ((await whole(r, ctx)).buildReport as Record<string, unknown> | null) ?? null,
     }),
     deployment: t.field({
       type: DeploymentRef,
@@ -127,7 +145,7 @@ builder.mutationFields((t) => ({
 }));
 
 /** The revision a mutation names, if the caller can see it: its deployment is needed for the core call. */
-async function revisionOf(ctx: GraphQLContext, globalId: string): Promise<Revision> {
+async function revisionOf(ctx: GraphQLContext, globalId: string): Promise<RevisionSummary> {
   const revision = await ctx.loaders.revision.load(requireId(globalId, "Revision"));
   if (!revision) throw notFound("Revision", globalId);
   return revision;

@@ -1,0 +1,96 @@
+import { Prisma, type Revision } from "../generated/prisma/client.js";
+import { statement } from "../db/prepared.js";
+import type { CoreDeps } from "./context.js";
+
+/** Every column is the snake_case of its field (schema.prisma's @map convention). */
+const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+/** The revision's columns under their field names: rows shaped as Prisma's Revision. */
+const columns = (alias: string) =>
+  Object.values(Prisma.RevisionScalarFieldEnum)
+    .map((f) => `${alias}.${column(f)} AS "${f}"`)
+    .join(", ");
+
+/**
+ * What most reads of a revision show (its status, source revision config and times), without the
+ * JSON snapshot of the source config, the sealed secrets, the build report and the pipeline's lease:
+ * a page of 100 deployments with 5 revisions each parsed 22 columns of 600 rows for 10 of them.
+ */
+export const SUMMARY_FIELDS = [
+  "id",
+  "deploymentId",
+  "workspaceId",
+  "status",
+  "statusMessage",
+  "source",
+  "sourceRevisionConfig",
+  "repoCommitSha",
+  "repoCommitTitle",
+  "createdAt",
+  "updatedAt",
+] as const satisfies readonly (keyof Revision)[];
+export type RevisionSummary = Pick<Revision, (typeof SUMMARY_FIELDS)[number]>;
+const summaryColumns = (alias: string) => SUMMARY_FIELDS.map((f) => `${alias}.${column(f)} AS "${f}"`).join(", ");
+
+const SUMMARIES_BY_IDS = statement(
+  "revision_summaries_by_ids",
+  `SELECT ${summaryColumns("r")} FROM revisions r WHERE r.workspace_id = $1::uuid AND r.id = ANY($2::uuid[])`,
+);
+
+/** The summaries of the workspace's revisions among `ids` (valid, lower-case uuids): one prepared statement. */
+export function revisionSummariesByIds(deps: Pick<CoreDeps, "prepared">, workspaceId: string, ids: string[]): Promise<RevisionSummary[]> {
+  return deps.prepared.rows<RevisionSummary>(SUMMARIES_BY_IDS, [workspaceId, ids]);
+}
+
+const BY_IDS = statement("revisions_by_ids", `SELECT ${columns("r")} FROM revisions r WHERE r.workspace_id = $1::uuid AND r.id = ANY($2::uuid[])`);
+
+/** The workspace's revisions among `ids` (valid, lower-case uuids), in no particular order: one prepared statement. */
+export function revisionRowsByIds(deps: Pick<CoreDeps, "prepared">, workspaceId: string, ids: string[]): Promise<Revision[]> {
+  return deps.prepared.rows<Revision>(BY_IDS, [workspaceId, ids]);
+}
+
+/**
+ * Per deployment, its first `take` revisions in (created_at, id) order, DESC (forward) or ASC
+ * (backward, from `before`), optionally only some statuses and within the cursors: the first rows
+ * of its (deployment_id, created_at DESC, id DESC) index each. Two prepared statements (one per
+ * direction) whose optional conditions are null parameters.
+ */
+function pageStatement(direction: "ASC" | "DESC") {
+  return statement(
+    `revision_pages_${direction.toLowerCase()}`,
+    `SELECT page.* FROM unnest($2::uuid[]) WITH ORDINALITY AS d(id, ord)
+     CROSS JOIN LATERAL (
+       SELECT ${summaryColumns("r")} FROM revisions r
+       WHERE r.workspace_id = $1::uuid AND r.deployment_id = d.id
+         AND ($3::text[] IS NULL OR r.status = ANY($3::text[]))
+         AND ($4::timestamptz IS NULL OR (r.created_at, r.id) < ($4::timestamptz, $5::uuid))
+         AND ($6::timestamptz IS NULL OR (r.created_at, r.id) > ($6::timestamptz, $7::uuid))
+       ORDER BY r.created_at ${direction}, r.id ${direction}
+       LIMIT $8
+     ) page
+     ORDER BY d.ord, page."createdAt" ${direction}, page.id ${direction}`,
+  );
+}
+const PAGES = { ASC: pageStatement("ASC"), DESC: pageStatement("DESC") };
+
+export interface RevisionPageQuery {
+  ids: string[];
+  statuses: readonly string[] | undefined;
+  after: { createdAt: Date; id: string } | undefined;
+  before: { createdAt: Date; id: string } | undefined;
+  backward: boolean;
+  take: number;
+}
+
+/** The summaries of each deployment's page of revisions. */
+export function revisionPageRows(deps: Pick<CoreDeps, "prepared">, workspaceId: string, q: RevisionPageQuery): Promise<RevisionSummary[]> {
+  return deps.prepared.rows<RevisionSummary>(PAGES[q.backward ? "ASC" : "DESC"], [
+    workspaceId,
+    q.ids,
+    q.statuses ? [...q.statuses] : null,
+    q.after?.createdAt ?? null,
+    q.after?.id ?? null,
+    q.before?.createdAt ?? null,
+    q.before?.id ?? null,
+    q.take,
+  ]);
+}
