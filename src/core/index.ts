@@ -4,7 +4,7 @@ import { ListenerService } from "./listeners.js";
 import { deploymentServices } from "./deployments.js";
 import { InstallationService } from "./installations.js";
 import { ConnectionService } from "./connections.js";
-import { GraphQueries } from "./graph-queries.js";
+import { BatchReads } from "./batch-reads.js";
 import { IdempotencyService } from "./idempotency.js";
 import { LogService } from "./logs.js";
 import { RevisionPages } from "./revision-pages.js";
@@ -58,7 +58,7 @@ export function createCore(
     /** Idempotency-Key on POSTs: the first answer, replayed. */
     idempotency: new IdempotencyService(deps, options.idempotencyFingerprintKey),
     /** Batch loads, counts and per-parent pages for the GraphQL face's DataLoaders. */
-    graph: new GraphQueries(deps),
+    batch: new BatchReads(deps),
     revisionPages: new RevisionPages(deps),
     /** Live views for subscriptions. */
     watch: new Watcher(deps),

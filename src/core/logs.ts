@@ -3,10 +3,10 @@ import { isTerminal, type RevisionStatus } from "./revision-machine.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { invalid, notFound } from "./errors.js";
-import { uuidsOnly } from "./graph-queries.js";
+import { uuidsOnly } from "./batch-reads.js";
 import { countsOfRevisions, deploymentWindow, linePosition, type LogLine, revisionWindow, windowsOfRevisions } from "./log-queries.js";
 import { type KeysetArgs, type KeysetPage, pageOfRows, type Position } from "./pagination.js";
-import { DEFAULT_PAGE_SIZE } from "./relay.js";
+import { DEFAULT_PAGE_SIZE } from "./cursor-pages.js";
 import { type LogFilter, logFilterSchema, type LogKind, type LogQueryInput, logQuerySchema, toLogFilter } from "./schemas/logs.js";
 import { parseInput } from "./validation.js";
 

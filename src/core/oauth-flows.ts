@@ -6,7 +6,7 @@ import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, CoreError, notFound } from "./errors.js";
 import { Channel, Wakeup } from "./feeds.js";
-import { inOrder, uuidsOnly } from "./graph-queries.js";
+import { inOrder, uuidsOnly } from "./batch-reads.js";
 import type { OAuthClient } from "./oauth-client.js";
 import { endpointsOf, type OAuthSettings, type ProviderService, redirectUri } from "./oauth-providers.js";
 import type { TokenVault } from "./oauth-tokens.js";

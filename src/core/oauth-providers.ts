@@ -3,7 +3,7 @@ import type { Logger } from "../logger.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, conflict, notFound } from "./errors.js";
-import { inOrder, uuidsOnly } from "./graph-queries.js";
+import { inOrder, uuidsOnly } from "./batch-reads.js";
 import type { OAuthClient, ProviderEndpoints } from "./oauth-client.js";
 import type { TokenVault } from "./oauth-tokens.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";

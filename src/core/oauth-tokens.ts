@@ -2,7 +2,7 @@ import type { OAuthProvider, OAuthToken, Prisma } from "../generated/prisma/clie
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { CoreError, notFound } from "./errors.js";
-import { uuidsOnly, inOrder } from "./graph-queries.js";
+import { uuidsOnly, inOrder } from "./batch-reads.js";
 import type { OAuthClient, TokenSet } from "./oauth-client.js";
 import { endpointsOf, type OAuthSettings } from "./oauth-providers.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";

@@ -1,8 +1,8 @@
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
-import { uuidsOnly } from "./graph-queries.js";
+import { uuidsOnly } from "./batch-reads.js";
 import { type KeysetArgs, type KeysetPage, pageOfRows } from "./pagination.js";
-import { DEFAULT_PAGE_SIZE } from "./relay.js";
+import { DEFAULT_PAGE_SIZE } from "./cursor-pages.js";
 import { revisionPageRows, type RevisionSummary } from "./revision-reads.js";
 
 /**

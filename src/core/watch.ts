@@ -5,7 +5,7 @@ import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { notFound } from "./errors.js";
 import { Feed } from "./feeds.js";
-import { GraphQueries } from "./graph-queries.js";
+import { BatchReads } from "./batch-reads.js";
 import { checkTail, DEFAULT_TAIL, RevisionLogFeed } from "./log-feed.js";
 import type { LogLine } from "./log-queries.js";
 import type { LogKind } from "./schemas/logs.js";
@@ -49,29 +49,29 @@ const RECHECK_MS = 10_000;
  * gets a feed of its own, whose first read answers NOT_FOUND.
  */
 export class Watcher {
-  private readonly graph: GraphQueries;
+  private readonly batch: BatchReads;
   private readonly feeds = new Map<string, Feed<unknown, unknown>>();
 
   constructor(private readonly deps: CoreDeps) {
-    this.graph = new GraphQueries(deps);
+    this.batch = new BatchReads(deps);
   }
 
   /** First the current status, then every status change in order; ends after a terminal status. */
   revisionStatus(tenant: Tenant, revisionId: string): Promise<AsyncIterableIterator<RevisionStatusChange>> {
     const id = revisionId.toLowerCase();
-    return this.join(tenant, topics.revision(id), (forget) => new RevisionFeed(this.graph, tenant, id, forget));
+    return this.join(tenant, topics.revision(id), (forget) => new RevisionFeed(this.batch, tenant, id, forget));
   }
 
   /** Each new revision of the deployment and each status change of its revisions. */
   deploymentRevisions(tenant: Tenant, deploymentId: string): Promise<AsyncIterableIterator<DeploymentRevisionChange>> {
     const id = deploymentId.toLowerCase();
-    return this.join(tenant, topics.deploymentRevisions(id), (forget) => new DeploymentRevisionsFeed(this.graph, tenant, id, forget));
+    return this.join(tenant, topics.deploymentRevisions(id), (forget) => new DeploymentRevisionsFeed(this.batch, tenant, id, forget));
   }
 
   /** First the current status, then each change; ends once the deployment is being deleted. */
   deploymentStatus(tenant: Tenant, deploymentId: string): Promise<AsyncIterableIterator<DeploymentStatusChange>> {
     const id = deploymentId.toLowerCase();
-    return this.join(tenant, topics.deploymentStatus(id), (forget) => new DeploymentStatusFeed(this.graph, tenant, id, forget));
+    return this.join(tenant, topics.deploymentStatus(id), (forget) => new DeploymentStatusFeed(this.batch, tenant, id, forget));
   }
 
   /**
@@ -114,7 +114,7 @@ export class Watcher {
 /** A feed of one object (a revision or a deployment) of one workspace. */
 abstract class ObjectFeed<T> extends Feed<T> {
   constructor(
-    protected readonly graph: GraphQueries,
+    protected readonly batch: BatchReads,
     protected readonly tenant: Tenant,
     protected readonly id: string,
     forget: () => void,
@@ -128,10 +128,10 @@ class RevisionFeed extends ObjectFeed<RevisionStatusChange> {
   private lastId: bigint | null = null;
 
   protected async load(): Promise<void> {
-    const [revision] = await this.graph.revisionsByIds(this.tenant, [this.id]);
+    const [revision] = await this.batch.revisionsByIds(this.tenant, [this.id]);
     if (!revision) throw notFound("Revision", this.id);
     // The log's newest entry is the current status, and later entries are changes.
-    const last = (await this.graph.eventsSince(this.tenant, revision.id, null)).at(-1);
+    const last = (await this.batch.eventsSince(this.tenant, revision.id, null)).at(-1);
     this.lastId = last?.id ?? null;
     const current = last
       ? change(revision, last)
@@ -141,9 +141,9 @@ class RevisionFeed extends ObjectFeed<RevisionStatusChange> {
   }
 
   protected async step(): Promise<void> {
-    const entries = await this.graph.eventsSince(this.tenant, this.id, this.lastId);
+    const entries = await this.batch.eventsSince(this.tenant, this.id, this.lastId);
     if (entries.length === 0) return;
-    const [revision] = await this.graph.revisionsByIds(this.tenant, [this.id]);
+    const [revision] = await this.batch.revisionsByIds(this.tenant, [this.id]);
     if (!revision) return this.finish();
     for (const entry of entries) {
       this.lastId = entry.id;
@@ -172,7 +172,7 @@ class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
   }
 
   protected async load(): Promise<void> {
-    const deployment = await requireDeployment(this.graph, this.tenant, this.id);
+    const deployment = await requireDeployment(this.batch, this.tenant, this.id);
     this.status = deployment.status;
     this.publish({ deploymentId: deployment.id, deployment, status: this.status }, true);
     if (this.status === "AWAITING_DELETE") this.finish();
@@ -181,7 +181,7 @@ class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
   protected async step(): Promise<void> {
     const changes = this.pending.splice(0);
     if (changes.length === 0) return;
-    const [now] = await this.graph.deploymentsByIds(this.tenant, [this.id]);
+    const [now] = await this.batch.deploymentsByIds(this.tenant, [this.id]);
     for (const next of changes) {
       if (next === this.status) continue;
       this.status = next;
@@ -201,7 +201,7 @@ class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
   }
 
   protected async load(): Promise<void> {
-    await requireDeployment(this.graph, this.tenant, this.id);
+    await requireDeployment(this.batch, this.tenant, this.id);
   }
 
   protected async step(): Promise<void> {
@@ -210,8 +210,8 @@ class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
     // Who was subscribed when these events came: a later subscriber sees only later events.
     const audience = this.audience();
     const [[deployment], revisions] = await Promise.all([
-      this.graph.deploymentsByIds(this.tenant, [this.id]),
-      this.graph.revisionsByIds(this.tenant, events.map((e) => e.revisionId)),
+      this.batch.deploymentsByIds(this.tenant, [this.id]),
+      this.batch.revisionsByIds(this.tenant, events.map((e) => e.revisionId)),
     ]);
     if (!deployment) return this.finish();
     events.forEach((event, i) => {
@@ -223,8 +223,8 @@ class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
   }
 }
 
-async function requireDeployment(graph: GraphQueries, tenant: Tenant, deploymentId: string): Promise<Deployment> {
-  const [deployment] = await graph.deploymentsByIds(tenant, [deploymentId]);
+async function requireDeployment(batch: BatchReads, tenant: Tenant, deploymentId: string): Promise<Deployment> {
+  const [deployment] = await batch.deploymentsByIds(tenant, [deploymentId]);
   if (!deployment) throw notFound("Deployment", deploymentId);
   return deployment;
 }

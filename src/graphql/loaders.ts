@@ -53,29 +53,29 @@ export class Loaders {
   }
 
   get deployment() {
-    return (this.made.deployment ??= this.byIds((t, ids) => this.core.graph.deploymentsByIds(t, ids)));
+    return (this.made.deployment ??= this.byIds((t, ids) => this.core.batch.deploymentsByIds(t, ids)));
   }
   /**
    * Revisions as most reads show them (RevisionSummary: no JSON snapshot, secrets or build report);
    * a field outside the summary loads the whole row through revisionFull, batched as well.
    */
   get revision() {
-    return (this.made.revision ??= this.byIds<RevisionSummary>((t, ids) => this.core.graph.revisionSummariesByIds(t, ids)));
+    return (this.made.revision ??= this.byIds<RevisionSummary>((t, ids) => this.core.batch.revisionSummariesByIds(t, ids)));
   }
   get revisionFull() {
-    return (this.made.revisionFull ??= this.byIds((t, ids) => this.core.graph.revisionsByIds(t, ids)));
+    return (this.made.revisionFull ??= this.byIds((t, ids) => this.core.batch.revisionsByIds(t, ids)));
   }
   get listener() {
-    return (this.made.listener ??= this.byIds((t, ids) => this.core.graph.listenersByIds(t, ids)));
+    return (this.made.listener ??= this.byIds((t, ids) => this.core.batch.listenersByIds(t, ids)));
   }
   get installation() {
-    return (this.made.installation ??= this.byIds((t, ids) => this.core.graph.installationsByIds(t, ids)));
+    return (this.made.installation ??= this.byIds((t, ids) => this.core.batch.installationsByIds(t, ids)));
   }
   get connection() {
-    return (this.made.connection ??= this.byIds((t, ids) => this.core.graph.connectionsByIds(t, ids)));
+    return (this.made.connection ??= this.byIds((t, ids) => this.core.batch.connectionsByIds(t, ids)));
   }
   get revisionEvents() {
-    return (this.made.revisionEvents ??= new DataLoader<string, RevisionEvent[]>((ids) => this.core.graph.eventsByRevisionIds(this.tenant, ids)));
+    return (this.made.revisionEvents ??= new DataLoader<string, RevisionEvent[]>((ids) => this.core.batch.eventsByRevisionIds(this.tenant, ids)));
   }
 
   get oauthProvider() {

@@ -1,7 +1,7 @@
 import { brandWithType, type ObjectRef } from "@pothos/core";
 import { decodeGlobalID, encodeGlobalID } from "@pothos/plugin-relay";
 import { notFound } from "../core/errors.js";
-import { uuidsOnly } from "../core/graph-queries.js";
+import { uuidsOnly } from "../core/batch-reads.js";
 import type { Types } from "./builder.js";
 import type { GraphQLContext } from "./context.js";
 

@@ -1,5 +1,5 @@
 import { printSchema } from "graphql";
-import { schema } from "./schema/index.js";
+import { schema } from "./types/index.js";
 
 /** schema.graphql's expected content: the code's schema, printed. */
 export const printedSchema = () => `${printSchema(schema)}\n`;

@@ -11,7 +11,7 @@ import { unavailableAsCoreError } from "../core/prisma-errors.js";
 import { createContext, type GraphQLContext } from "./context.js";
 import { toGraphQLError } from "./errors.js";
 import { useRedactedSecrets } from "./redact.js";
-import { schema } from "./schema/index.js";
+import { schema } from "./types/index.js";
 import { useCompiledQueries } from "./jit.js";
 import { useAuthenticationFirst } from "./authenticate.js";
 import { createParseCache, registerParseCache } from "./parse-cache.js";

@@ -39,7 +39,7 @@ const WARN = 40;
 
 describe("SERVICE_UNAVAILABLE", () => {
   it("over HTTP: 503 with Retry-After, and retryAfter in the error's extensions", async () => {
-    vi.spyOn(t.app.core.graph, "workspace").mockRejectedValueOnce(lostDatabase());
+    vi.spyOn(t.app.core.batch, "workspace").mockRejectedValueOnce(lostDatabase());
     const res = await gql(t, ws.apiKey, `{ viewer { id } }`);
     expect(res.status).toBe(503);
     expect(res.headers.get("retry-after")).toBe("1");
@@ -60,7 +60,7 @@ describe("SERVICE_UNAVAILABLE", () => {
     const client = wsClient(url, ws.apiKey);
     try {
       const lines = await logged(async () => {
-        vi.spyOn(t.app.core.graph, "workspace").mockRejectedValueOnce(lostDatabase());
+        vi.spyOn(t.app.core.batch, "workspace").mockRejectedValueOnce(lostDatabase());
         const sub = subscribeWs(client, `{ viewer { id } }`, {});
         await sub.done;
         expect(sub.messages[0]!.errors).toEqual([expect.objectContaining({ extensions: { code: "SERVICE_UNAVAILABLE", retryAfter: 1 } })]);
@@ -127,7 +127,7 @@ describe("a client's mistakes are not errors of the service", () => {
   });
 
   it("while a real fault is an error, with its stack", async () => {
-    vi.spyOn(t.app.core.graph, "workspace").mockRejectedValueOnce(new Error("boom: a bug"));
+    vi.spyOn(t.app.core.batch, "workspace").mockRejectedValueOnce(new Error("boom: a bug"));
     const lines = await logged(async () => {
       const res = await gql(t, ws.apiKey, `{ viewer { id } }`);
       expect(res.errors?.[0]?.extensions?.code).toBe("INTERNAL_SERVER_ERROR");

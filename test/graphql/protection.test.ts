@@ -76,19 +76,19 @@ describe("errors", () => {
   });
 
   it("masks unexpected errors in production and keeps their details out of the answer", async () => {
-    vi.spyOn(prod.app.core.graph, "workspace").mockRejectedValueOnce(new Error("boom: internal detail"));
+    vi.spyOn(prod.app.core.batch, "workspace").mockRejectedValueOnce(new Error("boom: internal detail"));
     const res = await gql(prod, prodWs.apiKey, `{ viewer { id } }`);
     expect(res.errors).toEqual([{ message: "Unexpected error.", locations: expect.any(Array), path: ["viewer"], extensions: { code: "INTERNAL_SERVER_ERROR" } }]);
     expect(JSON.stringify(res)).not.toContain("internal detail");
 
-    vi.spyOn(dev.app.core.graph, "workspace").mockRejectedValueOnce(new Error("boom: internal detail"));
+    vi.spyOn(dev.app.core.batch, "workspace").mockRejectedValueOnce(new Error("boom: internal detail"));
     const devRes = await gql(dev, devWs.apiKey, `{ viewer { id } }`);
     expect(devRes.errors![0]!.extensions).toMatchObject({ code: "INTERNAL_SERVER_ERROR", originalError: { message: "boom: internal detail" } });
   });
 
   it("answers a lost database as SERVICE_UNAVAILABLE", async () => {
     const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
-    vi.spyOn(dev.app.core.graph, "workspace").mockRejectedValueOnce(lost);
+    vi.spyOn(dev.app.core.batch, "workspace").mockRejectedValueOnce(lost);
     const res = await gql(dev, devWs.apiKey, `{ viewer { id } }`);
     expect(res.errors).toEqual([expect.objectContaining({ message: expect.stringContaining("retry"), extensions: expect.objectContaining({ code: "SERVICE_UNAVAILABLE" }) })]);
   });

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { buildSchema, findBreakingChanges, findDangerousChanges } from "graphql";
 import { describe, expect, it } from "vitest";
-import { schema } from "../../src/graphql/schema/index.js";
+import { schema } from "../../src/graphql/types/index.js";
 import { printedSchema } from "../../src/graphql/sdl.js";
 
 const committed = readFileSync(new URL("../../schema.graphql", import.meta.url), "utf8");

@@ -53,7 +53,7 @@ describe("compiled queries answer as graphql-js does", () => {
   }
 
   it("an unexpected error in a resolver: the same masked error, with its location and path", async () => {
-    const spy = vi.spyOn(t.app.core.graph, "workspace").mockRejectedValue(new Error("boom: internal detail"));
+    const spy = vi.spyOn(t.app.core.batch, "workspace").mockRejectedValue(new Error("boom: internal detail"));
     try {
       const answers = [];
       for (let i = 0; i < 3; i++) answers.push(await gql(t, ws.apiKey, `query Viewer { viewer { id } }`));

@@ -221,7 +221,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
     const sql = recordSql();
     try {
       await new Leases(t.app.db.prisma, "planner", 10_000).claim(16);
-      await t.app.core.graph.eventsSince({ organizationId: "", workspaceId: ws.workspaceId, actor: "" }, ids.revision, 0n);
+      await t.app.core.batch.eventsSince({ organizationId: "", workspaceId: ws.workspaceId, actor: "" }, ids.revision, 0n);
     } finally {
       sql.restore();
     }

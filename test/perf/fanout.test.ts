@@ -5,7 +5,7 @@ import { startTestApp, type TestApp } from "../support/app.js";
 import { subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
 import { countSql } from "../graphql/sql-count.js";
 import { createDeployment, restId } from "../graphql/support.js";
-import type { GraphQueries } from "../../src/core/graph-queries.js";
+import type { BatchReads } from "../../src/core/batch-reads.js";
 import { waitFor } from "../support/wait.js";
 
 const REVISION_STATUS = /* GraphQL */ `subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`;
@@ -157,7 +157,7 @@ describe("subscribers of one revision share one feed", () => {
   it("a feed whose read fails ends every subscriber's stream with a masked error; the next subscriber starts afresh", async () => {
     const d = await createDeployment(t, ws.apiKey);
     const revisionId = restId(d.revisionId);
-    const graph = (t.app.core.watch as unknown as { graph: GraphQueries }).graph;
+    const graph = (t.app.core.watch as unknown as { batch: BatchReads }).batch;
     const client = wsClient(url, ws.apiKey);
     try {
       const subs = Array.from({ length: 3 }, () => subscribeWs(client, REVISION_STATUS, { id: d.revisionId }));

@@ -74,9 +74,9 @@ builder.node(DeploymentRef, {
         complexity: pageComplexity,
         resolve: async (d, args, ctx) => {
           const statuses = args.status ? [...new Set<RevisionStatus>(args.status)] : undefined;
-          const keyset = ctx.core.graph.keysetArgs("graphql:revisions", args);
+          const keyset = ctx.core.batch.keysetArgs("graphql:revisions", args);
           const page = await ctx.loaders.revisionPage(keyset, statuses).load(d.id);
-          return connection(ctx.core.graph.toRelay("graphql:revisions", page), () => ctx.loaders.revisionCount(statuses).load(d.id));
+          return connection(ctx.core.batch.toRelay("graphql:revisions", page), () => ctx.loaders.revisionCount(statuses).load(d.id));
         },
       },
       { name: "RevisionConnection" },
@@ -145,10 +145,10 @@ builder.queryField("deployments", (t) =>
         const given = Object.fromEntries(Object.entries(filter ?? {}).filter(([, v]) => v != null));
         // Deployment ids may be given as global ids or REST ids.
         const ids = filter?.deploymentIds?.map((id) => idOf(id, "Deployment") ?? id);
-        const parsed = ctx.core.graph.parseDeploymentFilter(toRestBody({ ...given, ...(ids && { deploymentIds: ids }) }));
-        const page = await ctx.core.graph.relay("graphql:deployments", args, (keyset) => ctx.core.graph.deploymentPage(ctx.tenant, parsed, keyset));
+        const parsed = ctx.core.batch.parseDeploymentFilter(toRestBody({ ...given, ...(ids && { deploymentIds: ids }) }));
+        const page = await ctx.core.batch.relay("graphql:deployments", args, (keyset) => ctx.core.batch.deploymentPage(ctx.tenant, parsed, keyset));
         for (const edge of page.edges) ctx.loaders.deployment.prime(edge.node.id, edge.node);
-        return connection(page, () => ctx.core.graph.deploymentCount(ctx.tenant, parsed));
+        return connection(page, () => ctx.core.batch.deploymentCount(ctx.tenant, parsed));
       },
     },
     { name: "DeploymentConnection" },

@@ -15,14 +15,14 @@ builder.node(WorkspaceRef, {
 });
 
 // The only workspace a caller can see is its own.
-registerNode(WorkspaceRef, async (ctx, id) => (id.toLowerCase() === ctx.tenant.workspaceId ? ctx.core.graph.workspace(ctx.tenant) : null));
+registerNode(WorkspaceRef, async (ctx, id) => (id.toLowerCase() === ctx.tenant.workspaceId ? ctx.core.batch.workspace(ctx.tenant) : null));
 
 builder.queryField("viewer", (t) =>
   t.field({
     type: WorkspaceRef,
     description: "The caller's workspace.",
     resolve: async (_root, _args, ctx) => {
-      const workspace = await ctx.core.graph.workspace(ctx.tenant);
+      const workspace = await ctx.core.batch.workspace(ctx.tenant);
       // Authentication found the workspace a moment ago; it can only be gone if deleted meanwhile.
       if (!workspace) throw new Error("the caller's workspace no longer exists");
       return workspace;

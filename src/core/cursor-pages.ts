@@ -1,8 +1,8 @@
 import { invalid, type ValidationIssue } from "./errors.js";
 import type { CursorCodec, KeysetArgs, KeysetPage, Position } from "./pagination.js";
 
-/** Relay connection arguments as a client sends them: cursors are opaque strings. */
-export interface RelayArgs {
+/** Cursor paging arguments as a client sends them (first/after, last/before, as in Relay): cursors are opaque strings. */
+export interface CursorArgs {
   first?: number | null;
   after?: string | null;
   last?: number | null;
@@ -21,7 +21,7 @@ export interface PageInfo {
   endCursor: string | null;
 }
 
-export interface RelayPage<T> {
+export interface CursorPage<T> {
   edges: Edge<T>[];
   pageInfo: PageInfo;
 }
@@ -33,7 +33,7 @@ export const MAX_PAGE_SIZE = 100;
  * Checks sizes (0..100) and opens the signed cursors; every problem at once, as VALIDATION issues
  * located at the argument's name. A cursor of another listing (another purpose) is refused.
  */
-export function keysetArgs(cursors: CursorCodec, purpose: string, args: RelayArgs): KeysetArgs {
+export function keysetArgs(cursors: CursorCodec, purpose: string, args: CursorArgs): KeysetArgs {
   const issues: ValidationIssue[] = [];
   const size = (name: "first" | "last") => {
     const n = args[name];
@@ -74,12 +74,12 @@ class LazyEdge<T> implements Edge<T> {
 }
 
 /** A keyset page as Relay edges, each with its own signed cursor (signed on demand). */
-export function toRelayPage<T extends Position>(cursors: CursorCodec, purpose: string, page: KeysetPage<T>): RelayPage<T> {
-  return toRelayPageBy(cursors, purpose, page, (node) => node);
+export function toCursorPage<T extends Position>(cursors: CursorCodec, purpose: string, page: KeysetPage<T>): CursorPage<T> {
+  return toCursorPageBy(cursors, purpose, page, (node) => node);
 }
 
-/** toRelayPage for nodes that are not positions themselves: `position` says where each one is. */
-export function toRelayPageBy<T>(cursors: CursorCodec, purpose: string, page: KeysetPage<T>, position: (node: T) => Position): RelayPage<T> {
+/** toCursorPage for nodes that are not positions themselves: `position` says where each one is. */
+export function toCursorPageBy<T>(cursors: CursorCodec, purpose: string, page: KeysetPage<T>, position: (node: T) => Position): CursorPage<T> {
   const sign = (node: T) => cursors.encode(purpose, position(node));
   const edges: Edge<T>[] = page.items.map((node) => new LazyEdge(node, sign));
   return {
@@ -98,11 +98,11 @@ export function toRelayPageBy<T>(cursors: CursorCodec, purpose: string, page: Ke
 }
 
 /** Opens the arguments, fetches one keyset page, and shapes it as a Relay page. */
-export async function relayPage<T extends Position>(
+export async function cursorPage<T extends Position>(
   cursors: CursorCodec,
   purpose: string,
-  args: RelayArgs,
+  args: CursorArgs,
   fetch: (args: KeysetArgs) => Promise<KeysetPage<T>>,
-): Promise<RelayPage<T>> {
-  return toRelayPage(cursors, purpose, await fetch(keysetArgs(cursors, purpose, args)));
+): Promise<CursorPage<T>> {
+  return toCursorPage(cursors, purpose, await fetch(keysetArgs(cursors, purpose, args)));
 }

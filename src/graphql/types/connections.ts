@@ -33,10 +33,10 @@ builder.queryField("agentConnections", (t) =>
       args: { agentId: t.arg.string({ required: true }) },
       complexity: pageComplexity,
       resolve: async (_root, { agentId, ...args }, ctx) => {
-        const agent = ctx.core.graph.parseAgentId(agentId);
+        const agent = ctx.core.batch.parseAgentId(agentId);
         return connection(
-          await ctx.core.graph.relay("graphql:agent-connections", args, (keyset) => ctx.core.connections.keyset(ctx.tenant, agent, keyset)),
-          () => ctx.core.graph.connectionCount(ctx.tenant, agent),
+          await ctx.core.batch.relay("graphql:agent-connections", args, (keyset) => ctx.core.connections.keyset(ctx.tenant, agent, keyset)),
+          () => ctx.core.batch.connectionCount(ctx.tenant, agent),
         );
       },
     },
@@ -70,7 +70,7 @@ builder.mutationFields((t) => ({
     args: { agentId: t.arg.string({ required: true }), input: t.arg({ type: CreateInput, required: true }) },
     resolve: (_root, { agentId, input }, ctx) =>
       mutate(async () => ({
-        agentConnection: await ctx.core.connections.create(ctx.tenant, ctx.core.graph.parseAgentId(agentId), toRestBody(input)),
+        agentConnection: await ctx.core.connections.create(ctx.tenant, ctx.core.batch.parseAgentId(agentId), toRestBody(input)),
       })),
   }),
   agentConnectionDelete: t.field({

@@ -60,7 +60,7 @@ builder.queryFields((t) => ({
       complexity: pageComplexity,
       resolve: async (_root, args, ctx) =>
         connection(
-          await ctx.core.graph.relay("graphql:oauth-providers", args, (keyset) => ctx.core.oauthProviders.keyset(ctx.tenant, keyset)),
+          await ctx.core.batch.relay("graphql:oauth-providers", args, (keyset) => ctx.core.oauthProviders.keyset(ctx.tenant, keyset)),
           () => ctx.core.oauthProviders.count(ctx.tenant),
         ),
     },
@@ -75,7 +75,7 @@ builder.queryFields((t) => ({
       complexity: pageComplexity,
       resolve: async (_root, { providerId, ...args }, ctx) =>
         connection(
-          await ctx.core.graph.relay("graphql:oauth-tokens", args, (keyset) => ctx.core.oauthTokens.keyset(ctx.tenant, providerId ?? null, keyset)),
+          await ctx.core.batch.relay("graphql:oauth-tokens", args, (keyset) => ctx.core.oauthTokens.keyset(ctx.tenant, providerId ?? null, keyset)),
           () => ctx.core.oauthTokens.count(ctx.tenant, providerId ?? null),
         ),
     },

@@ -17,7 +17,7 @@ import { parseInput } from "./validation.js";
 import { deploymentRowsForward } from "./deployment-reads.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, pageOfRows, type Position } from "./pagination.js";
 import { revisionRowsByIds, revisionSummariesByIds, type RevisionSummary } from "./revision-reads.js";
-import { DEFAULT_PAGE_SIZE, keysetArgs, type RelayArgs, type RelayPage, relayPage, toRelayPage } from "./relay.js";
+import { DEFAULT_PAGE_SIZE, keysetArgs, type CursorArgs, type CursorPage, cursorPage, toCursorPage } from "./cursor-pages.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -35,24 +35,24 @@ export function inOrder<T extends { id: string }>(ids: readonly string[], rows: 
  * counts for totalCount, and keyset pages the services do not page themselves. Always one SQL
  * statement per call, whatever the number of ids, and always confined to the tenant's workspace.
  */
-export class GraphQueries {
+export class BatchReads {
   constructor(private readonly deps: CoreDeps) {}
 
   /**
-   * A Relay page of any keyset listing: cursors are signed for `purpose` (one per connection), so a
+   * A cursor page of any keyset listing: cursors are signed for `purpose` (one per connection), so a
    * cursor from another connection is refused as a VALIDATION error at its argument.
    */
-  relay<T extends Position>(purpose: string, args: RelayArgs, fetch: (args: KeysetArgs) => Promise<KeysetPage<T>>): Promise<RelayPage<T>> {
-    return relayPage(this.deps.cursors, purpose, args, fetch);
+  relay<T extends Position>(purpose: string, args: CursorArgs, fetch: (args: KeysetArgs) => Promise<KeysetPage<T>>): Promise<CursorPage<T>> {
+    return cursorPage(this.deps.cursors, purpose, args, fetch);
   }
 
   /** The two halves of relay(), for pages loaded in batches (nested connections). */
-  keysetArgs(purpose: string, args: RelayArgs): KeysetArgs {
+  keysetArgs(purpose: string, args: CursorArgs): KeysetArgs {
     return keysetArgs(this.deps.cursors, purpose, args);
   }
 
-  toRelay<T extends Position>(purpose: string, page: KeysetPage<T>): RelayPage<T> {
-    return toRelayPage(this.deps.cursors, purpose, page);
+  toRelay<T extends Position>(purpose: string, page: KeysetPage<T>): CursorPage<T> {
+    return toCursorPage(this.deps.cursors, purpose, page);
   }
 
   /** The caller's own workspace (the viewer). */

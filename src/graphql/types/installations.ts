@@ -50,8 +50,8 @@ builder.queryField("codehostInstallations", (t) =>
       complexity: pageComplexity,
       resolve: async (_root, args, ctx) =>
         connection(
-          await ctx.core.graph.relay("graphql:codehost-installations", args, (keyset) => ctx.core.installations.keyset(ctx.tenant, keyset)),
-          () => ctx.core.graph.installationCount(ctx.tenant),
+          await ctx.core.batch.relay("graphql:codehost-installations", args, (keyset) => ctx.core.installations.keyset(ctx.tenant, keyset)),
+          () => ctx.core.batch.installationCount(ctx.tenant),
         ),
     },
     { name: "CodehostInstallationConnection" },

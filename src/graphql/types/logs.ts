@@ -1,6 +1,6 @@
 import { linePosition, type LogLine } from "../../core/log-queries.js";
 import { DEFAULT_TAIL, MAX_TAIL } from "../../core/log-feed.js";
-import { toRelayPageBy } from "../../core/relay.js";
+import { toCursorPageBy } from "../../core/cursor-pages.js";
 import type { LogKind } from "../../core/schemas/logs.js";
 import { builder } from "../builder.js";
 import type { GraphQLContext } from "../context.js";
@@ -48,9 +48,9 @@ const logField = (kind: LogKind) =>
           const { startTime, endTime, ...rest } = filter ?? {};
           const parsed = ctx.core.logs.parseFilter({ ...rest, start_time: startTime, end_time: endTime });
           const purpose = `graphql:${kind}-logs:${revision.id}:${JSON.stringify(parsed)}`;
-          const keyset = ctx.core.graph.keysetArgs(purpose, args);
+          const keyset = ctx.core.batch.keysetArgs(purpose, args);
           const page = await ctx.loaders.logPage(kind, keyset, parsed).load(revision.id);
-          return connection(toRelayPageBy(ctx.core.deps.cursors, purpose, page, linePosition), () => ctx.loaders.logCount(kind, parsed).load(revision.id));
+          return connection(toCursorPageBy(ctx.core.deps.cursors, purpose, page, linePosition), () => ctx.loaders.logCount(kind, parsed).load(revision.id));
         },
       },
       LogConnection,

@@ -39,8 +39,8 @@ builder.queryField("listeners", (t) =>
       complexity: pageComplexity,
       resolve: async (_root, args, ctx) =>
         connection(
-          await ctx.core.graph.relay("graphql:listeners", args, (keyset) => ctx.core.graph.listenerPage(ctx.tenant, keyset)),
-          () => ctx.core.graph.listenerCount(ctx.tenant),
+          await ctx.core.batch.relay("graphql:listeners", args, (keyset) => ctx.core.batch.listenerPage(ctx.tenant, keyset)),
+          () => ctx.core.batch.listenerCount(ctx.tenant),
         ),
     },
     { name: "ListenerConnection" },

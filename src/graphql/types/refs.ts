@@ -5,7 +5,7 @@ import { builder } from "../builder.js";
 /**
  * A revision as the GraphQL face holds it: at least its summary (what pages and loaders read), or
  * the whole row (mutations, subscriptions). Fields outside the summary load the row when it is not
- * there (src/graphql/schema/revisions.ts).
+ * there (src/graphql/types/revisions.ts).
  */
 export type RevisionView = RevisionSummary & Partial<Revision>;
 
