@@ -14,7 +14,7 @@ import { Subscriptions, Traffic } from "./lib/soak-traffic.js";
  * deleted and made anew, graphql-ws subscriptions) against a server child process on 127.0.0.1,
  * at 80% of the maximum this machine first measures for the same mix, for SOAK_SECONDS (default
  * 300). Every answer must be the expected one (errors: zero) and the server's heap after GC must be
- * flat after warm-up (the first and last windows compared). Appends its result to bench/README.md
+ * flat after warm-up (the first and last windows compared). Appends its result to bench/RESULTS.md
  * under "Soak"; fails (exit 1) when either does not hold. Options: --db pglite|postgres (default pglite), --no-record.
  */
 
@@ -175,7 +175,7 @@ function report(r: { max: number; rate: number; soakSeconds: number; requests: n
   ].join("\n");
   process.stdout.write(`\n${block}\n`);
   if (opts["no-record"]) return;
-  // Under Results, with the benchmarks' tables: bench/README.md says what the soak does.
-  appendFileSync(join(ROOT, "bench", "README.md"), `\n${block}`);
-  process.stdout.write("appended to bench/README.md\n");
+  // With the benchmarks' tables in bench/RESULTS.md: bench/README.md says what the soak does.
+  appendFileSync(join(ROOT, "bench", "RESULTS.md"), `\n${block}`);
+  process.stdout.write("appended to bench/RESULTS.md\n");
 }

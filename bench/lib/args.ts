@@ -7,7 +7,7 @@ export interface BenchArgs {
   dbs: DbKind[];
   /** "full" (the issue's figures, the default) or "small" (quick runs on a busy machine). */
   scale: "full" | "small";
-  /** Append the table to bench/README.md. */
+  /** Append the table to bench/RESULTS.md. */
   record: boolean;
   /** Numeric overrides: --set deployments=200 --set duration=5 … */
   overrides: Record<string, number>;
@@ -17,7 +17,7 @@ const USAGE = `options:
   --db pglite|postgres|both   databases to run on (default both)
   --scale full|small          full: the issue's sizes (default); small: a quick run
   --set name=value            override one parameter (repeatable), e.g. --set duration=5
-  --no-record                 print the table only; do not append it to bench/README.md`;
+  --no-record                 print the table only; do not append it to bench/RESULTS.md`;
 
 /** Parses the benchmark command line; exits with the usage on a bad option. */
 export function parseBenchArgs(argv = process.argv.slice(2)): BenchArgs {

@@ -26,7 +26,7 @@ export function commit(): string {
 
 export const load = () => loadavg().map((l) => l.toFixed(2)).join(", ");
 
-/** One benchmark's results: tables and notes, printed and appended to bench/README.md. */
+/** One benchmark's results: tables and notes, printed and appended to bench/RESULTS.md. */
 export class Report {
   private readonly parts: string[] = [];
   private readonly startLoad = load();
@@ -67,12 +67,12 @@ export class Report {
     ].join("\n");
   }
 
-  /** Appends to bench/README.md when record is set. */
+  /** Appends to bench/RESULTS.md when record is set. */
   finish(record: boolean): void {
     const text = this.markdown();
     if (record) {
-      appendFileSync(join(ROOT, "bench", "README.md"), `\n${text}`);
-      process.stdout.write(`\nappended to bench/README.md\n`);
+      appendFileSync(join(ROOT, "bench", "RESULTS.md"), `\n${text}`);
+      process.stdout.write(`\nappended to bench/RESULTS.md\n`);
     }
   }
 }
