@@ -31,6 +31,8 @@ import { limitFailedAuthentications } from "./middleware/auth-failures.js";
 import { CallerLimits } from "./middleware/caller-limits.js";
 import { restRoutes } from "./rest/index.js";
 import { uploadRoutes } from "./rest/builds.js";
+import { countRevisionStatuses, Metrics, serveMetrics } from "./middleware/metrics.js";
+import { observeRequests, type ObservedEnv } from "./middleware/access-log.js";
 
 export interface BuildOptions {
   logger?: Logger;
@@ -64,6 +66,10 @@ export interface App {
   readonly worker: PipelineWorker | null;
   /** The GraphQL server (yoga) behind /graphql and graphql-ws. */
   readonly graphql: GraphQLServer;
+  /** The Prometheus metrics of this instance. */
+  readonly metrics: Metrics;
+  /** Where start() serves them (METRICS_PORT); null before start() or when off. */
+  readonly metricsUrl: string | null;
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
@@ -77,7 +83,15 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   const vacuum = db.kind === "pglite" ? new Vacuum(db.sql, logger).start(options.vacuumEveryMs) : null;
 
   const secretsKey = loadSecretsKey(config.secretsKey, config.dataDir);
-  const events = await step("events", () => createEventBus(db, config.database.kind === "postgres" ? config.database.url : null, logger));
+  const metrics = new Metrics(() => db.pool);
+  const events = countRevisionStatuses(
+    await step("events", () =>
+      createEventBus(db, config.database.kind === "postgres" ? config.database.url : null, logger, (seconds) =>
+        metrics.eventBusLag.observe({ origin: "remote" }, seconds),
+      ),
+    ),
+    metrics,
+  );
   const registry = config.registryUrl ? new Registry(config.registryUrl, new TokenSigner(secretsKey)) : null;
   if (registry) logger.info({ registry: registry.url, certificate: await registry.writeCertificate(config.dataDir) }, "registry token server: its certificate is written for the registry's auth.token.rootcertbundle");
   const core = createCore(
@@ -117,13 +131,20 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         core.deps,
         new SimulatorRuntime(config.pipeline.stepMs),
         logger.child({ component: "pipeline" }),
-        { leaseMs: config.pipeline.leaseMs, logRetentionMs: config.logs.retentionDays * 86_400_000, ...options.pipeline },
+        {
+          leaseMs: config.pipeline.leaseMs,
+          logRetentionMs: config.logs.retentionDays * 86_400_000,
+          onStep: (status, outcome, seconds) => metrics.stepDuration.observe({ status, outcome }, seconds),
+          ...options.pipeline,
+        },
         new BuildInputs(registry, core.uploads),
       )
     : null;
   if (options.workerStart !== "listen") worker?.start();
 
-  const http = new Hono();
+  const http = new Hono<ObservedEnv>();
+  // First: every request gets its id and its access line, whatever answers it.
+  http.use("*", observeRequests(logger, metrics));
   // Per caller and per address, shared by HTTP and graphql-ws.
   const limits = new CallerLimits(config.limits.ratePerMinute, config.limits.authFailuresPerMinute);
   // Abuse protection ahead of every route, REST and /graphql alike: throttle first, then cap the body.
@@ -150,8 +171,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     production: config.production,
     introspection: config.graphql.introspection,
     graphiql: !config.production,
+    metrics,
   });
-  http.on(["GET", "POST", "OPTIONS"], GRAPHQL_PATH, (c) => graphql.fetch(c.req.raw, {}));
+  http.on(["GET", "POST", "OPTIONS"], GRAPHQL_PATH, (c) => graphql.fetch(c.req.raw, { record: c.get("record") }));
   http.notFound((c) => c.json({ detail: "Not Found" }, 404));
   http.onError((err, c) => {
     const answer = toErrorAnswer(err);
@@ -162,6 +184,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   let server: Server | null = null;
   let websockets: WebSocketFace | null = null;
+  let metricsServer: Server | null = null;
+  let metricsUrl: string | null = null;
   const workerWhenReady = deferredStart(() => worker?.start());
   const fetch = async (request: Request) => http.fetch(request);
 
@@ -176,6 +200,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     },
     worker,
     graphql,
+    metrics,
+    get metricsUrl() {
+      return metricsUrl;
+    },
     async start() {
       const timeout = config.limits.requestTimeoutMs;
       server = createAdaptorServer({
@@ -197,7 +225,16 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         production: config.production,
         maxPayloadBytes: config.limits.maxBodyBytes,
         limits,
+        metrics,
       });
+      if (config.metricsPort !== null) {
+        try {
+          ({ server: metricsServer, url: metricsUrl } = await serveMetrics(metrics, config.metricsPort, config.host));
+        } catch (err) {
+          throw new Error(`METRICS_PORT: could not serve metrics on ${config.host}:${config.metricsPort} (${err instanceof Error ? err.message : String(err)}); choose another port, 0 for any free one, or off`);
+        }
+        logger.info({ metrics: metricsUrl }, "metrics served");
+      }
       if (options.workerStart === "listen") workerWhenReady.arm();
       const { port } = server.address() as AddressInfo;
       return `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
@@ -205,6 +242,11 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     async stop() {
       // Subscriptions end first (their sockets would otherwise hold the server open), and so do long-polls.
       await websockets?.close();
+      if (metricsServer) {
+        const closing = new Promise<void>((resolve) => metricsServer!.close(() => resolve()));
+        metricsServer.closeAllConnections();
+        await closing;
+      }
       core.oauthFlows.close();
       if (server) {
         const closing = new Promise<void>((resolve) => server!.close(() => resolve()));

@@ -16,6 +16,8 @@ import { useCompiledQueries } from "./jit.js";
 import { useAuthenticationFirst } from "./authenticate.js";
 import { createParseCache, registerParseCache } from "./parse-cache.js";
 import { subscribeShared } from "./shared-execution.js";
+import { useObservedOperations } from "./observe.js";
+import type { Metrics, RequestRecord } from "../middleware/metrics.js";
 
 export const GRAPHQL_PATH = "/graphql";
 /** What an unexpected error says to the client (its details stay in the log). */
@@ -28,11 +30,15 @@ export interface GraphQLOptions {
   introspection: boolean;
   /** The GraphiQL IDE on GET /graphql from a browser (development). */
   graphiql: boolean;
+  /** Operations counted by name, type and outcome; SSE subscriptions counted open. */
+  metrics?: Metrics | null;
 }
 
 /** What the server passes in besides the request: the tenant of an authenticated WebSocket. */
 export interface ServerContext {
   tenant?: Tenant;
+  /** The HTTP request's access-log record: the operation's name and the caller go in it. */
+  record?: RequestRecord;
 }
 
 export type GraphQLServer = YogaServerInstance<ServerContext, GraphQLContext>;
@@ -91,6 +97,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       }),
       useComplexityLimit(LIMITS.complexity),
       useCompiledQueries(),
+      useObservedOperations(options.metrics ?? null),
       // Over SSE too, subscribers of one change asking the same share one execution of it.
       { onSubscribe: ({ setSubscribeFn }) => setSubscribeFn(subscribeShared) } satisfies Plugin,
       ...(options.introspection ? [] : [useNoIntrospection()]),

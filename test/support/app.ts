@@ -91,6 +91,7 @@ export async function startTestApp(
     LOG_LEVEL: "trace",
     PIPELINE_STEP_MS: "20",
     PORT: "0",
+    METRICS_PORT: "0",
     ...env,
   });
   const guard = new LeakGuard();
