@@ -33,6 +33,9 @@ import { restRoutes } from "./rest/index.js";
 import { uploadRoutes } from "./rest/builds.js";
 import { countRevisionStatuses, Metrics, serveMetrics } from "./middleware/metrics.js";
 import { observeRequests, type ObservedEnv } from "./middleware/access-log.js";
+import { API_VERSION, describe, jsonObject, openApiDocument, routesOf } from "./rest/docs.js";
+import { referenceRoutes } from "./rest/reference.js";
+import { z } from "zod";
 
 export interface BuildOptions {
   logger?: Logger;
@@ -153,8 +156,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // Source uploads stream in under their own limit (200 MiB): routed before the global body limit.
   http.route("/", uploadRoutes(core));
   http.use("*", limitBodySize(config.limits.maxBodyBytes));
-  http.get("/healthz", (c) => c.json({ status: "ok" }));
-  http.get("/readyz", async (c) => {
+  const probe = z.object({ status: z.string() });
+  http.get("/healthz", describe({ tag: "Service", auth: "none", summary: "Liveness: the process answers", responses: { 200: { description: "Alive", schema: probe } } }, (c) => c.json({ status: "ok" })));
+  http.get("/readyz", describe({ tag: "Service", auth: "none", summary: "Readiness: the database answers and its migrations are applied", responses: { 200: { description: "Ready", schema: probe }, 503: { description: "Not ready: migrations pending, or the database unreachable", schema: probe } } }, async (c) => {
     try {
       const ready = await migrationsApplied(db.sql, migrations);
       if (ready) workerWhenReady.ready();
@@ -162,7 +166,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     } catch {
       return c.json({ status: "database unreachable" }, 503);
     }
-  });
+  }));
   const idempotent = idempotency(core.idempotency, core.auth, logger);
   http.use("/v1/*", idempotent);
   http.use("/v2/*", idempotent);
@@ -173,7 +177,21 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     graphiql: !config.production,
     metrics,
   });
-  http.on(["GET", "POST", "OPTIONS"], GRAPHQL_PATH, (c) => graphql.fetch(c.req.raw, { record: c.get("record") }));
+  const graphqlAnswer = { description: "A GraphQL response ({data, errors}); an event stream for subscriptions asked with Accept: text/event-stream", schema: jsonObject };
+  http.on(
+    ["GET", "POST", "OPTIONS"],
+    GRAPHQL_PATH,
+    describe(
+      {
+        tag: "GraphQL",
+        summary: "The GraphQL API (GraphQL over HTTP; subscriptions over SSE here, or graphql-ws on the same path). In a browser, GET opens GraphiQL.",
+        responses: { 200: graphqlAnswer, 400: graphqlAnswer, 401: graphqlAnswer, 403: graphqlAnswer, 405: graphqlAnswer },
+      },
+      (c) => graphql.fetch(c.req.raw, { record: c.get("record") }),
+    ),
+  );
+  // The REST reference, made from the routes above (and itself) on first request.
+  http.route("/", referenceRoutes(() => openApiDocument(routesOf(http), API_VERSION)));
   http.notFound((c) => c.json({ detail: "Not Found" }, 404));
   http.onError((err, c) => {
     const answer = toErrorAnswer(err);
