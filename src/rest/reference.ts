@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { Hono } from "hono";
 import { z } from "zod";
-import { describe, jsonObject } from "./docs.js";
+import { describe, errorSchema, jsonObject } from "./docs.js";
 
 /** swagger-ui-dist's files that /docs serves: read from the installed package, so the page works offline. */
 const ASSETS: Record<string, string> = {
@@ -65,7 +65,7 @@ export function referenceRoutes(document: () => Record<string, unknown>) {
     )
     .get(
       "/docs/:file",
-      describe({ tag, auth: "none", summary: "The interactive reference's assets", params: assetParam, responses: { 200: { description: "The file" }, 404: { description: "No such asset" } } }, (c) => {
+      describe({ tag, auth: "none", summary: "The interactive reference's assets", params: assetParam, responses: { 200: { description: "The file" }, 404: { description: "No such asset", schema: errorSchema } } }, (c) => {
         const file = c.req.param("file") ?? "";
         const type = Object.hasOwn(ASSETS, file) ? ASSETS[file] : undefined;
         if (!type) return c.json({ detail: "Not Found" }, 404);
