@@ -16,6 +16,7 @@ import { BuildInputs } from "./pipeline/build-inputs.js";
 import { type Database, openDatabase } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
 import { startRetry } from "./db/start-retry.js";
+import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.js";
 import { isDatabaseUnavailable } from "./core/prisma-errors.js";
 import { Vacuum } from "./db/vacuum.js";
 import { createEventBus } from "./events/index.js";
@@ -77,12 +78,42 @@ export interface App {
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger(config.logLevel);
+  // Embedded PGlite owns its folder: a second process is told who has it instead of aborting inside PGlite.
+  const lock = config.database.kind === "pglite" && config.database.dataDir ? lockDataDir(config.dataDir, "control plane server") : null;
+  if (lock?.tookOverFrom) logger.warn({ data_dir: config.dataDir, stale_pid: lock.tookOverFrom }, "took over the DATA_DIR lock of a process that is gone");
+  try {
+    return await build(config, options, logger, lock);
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
+}
+
+async function build(config: Config, options: BuildOptions, logger: Logger, lock: DataDirLock | null): Promise<App> {
+  logger.info(
+    config.database.kind === "postgres"
+      ? { database: "postgres" }
+      : { database: "pglite", data_dir: config.database.dataDir ?? "memory" },
+    config.database.kind === "postgres" ? "opening the database (DATABASE_URL)…" : "opening the embedded database (its first start initialises it, which takes a while)…",
+  );
   const db = await openDatabase(config.database, { pgliteSnapshot: options.pgliteSnapshot, logger });
   const migrations = await readMigrations();
   // PostgreSQL may not answer yet (starting, failing over): the steps that need it wait for it.
   const step = startRetry({ transient: isDatabaseUnavailable, logger, waitMs: config.databaseStartWaitMs });
-  const applied = await step("migrations", () => migrate(db.sql, migrations));
-  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  logger.info({ known: migrations.length }, "applying migrations…");
+  let applied: string[];
+  try {
+    applied = await step("migrations", () => migrate(db.sql, migrations));
+  } catch (err) {
+    await db.close().catch(() => {});
+    if (config.database.kind === "postgres" && isDatabaseUnavailable(err)) {
+      throw new StartupError(
+        `cannot connect to the database at DATABASE_URL=${redactUrl(config.database.url)} (${err instanceof Error ? err.message.split("\n")[0] : String(err)}); waited ${config.databaseStartWaitMs} ms (DATABASE_START_WAIT_MS)`,
+      );
+    }
+    throw err;
+  }
+  logger.info({ applied: applied.length, migrations: applied.length > 0 ? applied : undefined }, applied.length > 0 ? "applied migrations" : "migrations up to date");
   const vacuum = db.kind === "pglite" ? new Vacuum(db.sql, logger).start(options.vacuumEveryMs) : null;
 
   const secretsKey = loadSecretsKey(config.secretsKey, config.dataDir);
@@ -125,6 +156,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       { workspace_id: boot.workspaceId, api_key: boot.apiKey },
       "created a workspace and an API key: store the key now, it is not shown again",
     );
+  } else if (boot.kind === "created" && boot.how === "new-beside-others") {
+    logger.warn(
+      { workspace_id: boot.workspaceId, other_workspaces: boot.others },
+      "BOOTSTRAP_API_KEY: the data already has several workspaces and BOOTSTRAP_TENANT_ID names none, so the key got a NEW, empty workspace; set BOOTSTRAP_TENANT_ID to bind it to an existing one (npm run keys -- list shows them)",
+    );
+  } else if (boot.kind === "created" && boot.how === "only-workspace") {
+    logger.info({ workspace_id: boot.workspaceId }, "BOOTSTRAP_API_KEY: bound to the existing workspace (the data folder's only one)");
   } else if (boot.kind === "created") {
     logger.info({ workspace_id: boot.workspaceId }, "provisioned BOOTSTRAP_API_KEY");
   }
@@ -255,7 +293,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       }
       if (options.workerStart === "listen") workerWhenReady.arm();
       const { port } = server.address() as AddressInfo;
-      return `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+      const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+      logger.info({ url }, `listening on ${url}`);
+      return url;
     },
     async stop() {
       // Subscriptions end first (their sockets would otherwise hold the server open), and so do long-polls.
@@ -277,8 +317,20 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       await events.close();
       await vacuum?.stop();
       await db.close();
+      lock?.release();
     },
   };
+}
+
+/** A database URL without its password, for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(unparseable)";
+  }
 }
 
 /** How long after listening the worker waits for a first /readyz before it starts anyway. */
