@@ -223,7 +223,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
       {
         tag: "GraphQL",
         summary: "The GraphQL API (GraphQL over HTTP; subscriptions over SSE here, or graphql-ws on the same path). In a browser, GET opens GraphiQL.",
-        responses: { 200: graphqlAnswer, 400: graphqlAnswer, 401: graphqlAnswer, 403: graphqlAnswer, 405: graphqlAnswer },
+        responses: { 200: graphqlAnswer, 400: graphqlAnswer, 401: graphqlAnswer, 403: graphqlAnswer, 405: graphqlAnswer, 406: graphqlAnswer, 415: graphqlAnswer, 503: graphqlAnswer },
       },
       (c) => graphql.fetch(c.req.raw, { record: c.get("record") }),
     ),
