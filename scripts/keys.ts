@@ -52,10 +52,9 @@ async function main(argv: string[]): Promise<number> {
           k.workspaceId ?? `org ${k.organizationId}`,
           k.name ?? "",
           k.createdAt.toISOString(),
-          k.lastUsedAt?.toISOString() ?? "never",
           k.revokedAt ? `revoked ${k.revokedAt.toISOString()}` : "active",
         ]);
-        const header = ["ID", "PREFIX", "WORKSPACE", "NAME", "CREATED", "LAST USED", "STATUS"];
+        const header = ["ID", "PREFIX", "WORKSPACE", "NAME", "CREATED", "STATUS"];
         const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
         for (const row of [header, ...rows]) process.stdout.write(`${row.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()}\n`);
       } else {

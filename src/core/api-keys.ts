@@ -15,7 +15,6 @@ export interface ApiKeySummary {
   /** null: organisation-wide (the caller names the workspace with X-Tenant-Id). */
   workspaceId: string | null;
   createdAt: Date;
-  lastUsedAt: Date | null;
   revokedAt: Date | null;
 }
 
@@ -26,11 +25,10 @@ const summary = {
   organizationId: true,
   workspaceId: true,
   createdAt: true,
-  lastUsedAt: true,
   revokedAt: true,
 } as const;
 
-type Row = { id: string; name: string | null; keyPrefix: string | null; organizationId: string; workspaceId: string | null; createdAt: Date; lastUsedAt: Date | null; revokedAt: Date | null };
+type Row = { id: string; name: string | null; keyPrefix: string | null; organizationId: string; workspaceId: string | null; createdAt: Date; revokedAt: Date | null };
 const present = ({ keyPrefix: prefix, ...row }: Row): ApiKeySummary => ({ ...row, prefix });
 
 const createSchema = z.object({

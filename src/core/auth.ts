@@ -142,10 +142,6 @@ export class Authenticator {
     });
     if (this.keyCache.size >= CACHE_MAX) this.keyCache.clear();
     this.keyCache.set(hash, { record, until: Date.now() + KEY_CACHE_MS });
-    // Last use, at most once per cache period: a write per lookup, not per request. Best effort.
-    if (record && !record.revokedAt) {
-      this.prisma.apiKey.update({ where: { id: record.id }, data: { lastUsedAt: new Date() }, select: { id: true } }).catch(() => {});
-    }
     return record;
   }
 

@@ -134,7 +134,7 @@ export function oauthTokenRoutes(core: Pick<Core, "oauthTokens">) {
     )
     .delete(
       "/v2/auth/tokens/workspace/slack",
-      describe({ tag: tokensTag, summary: "Revoke the workspace's Slack token", responses: { 200: { description: "Whether one was deleted", schema: z.object({ deleted: z.boolean() }) } } }, async (c) =>
+      describe({ tag: tokensTag, summary: "Revoke the workspace's Slack token", responses: { 200: { description: "Whether one was deleted", schema: z.object({ deleted: z.number().int().describe("How many were deleted") }) } } }, async (c) =>
         c.json({ deleted: await tokens.revokeSlack(c.var.tenant) }),
       ),
     )

@@ -34,7 +34,6 @@ describe("API keys", { timeout: 180_000 }, () => {
     expect((await t.request("GET", "/v2/listeners", { key })).status).toBe(200);
     const listed = (await t.app.core.apiKeys.list()).find((k) => k.id === summary.id)!;
     expect(listed).toMatchObject({ name: "ci", prefix: key.slice(0, 8), workspaceId: ws.workspaceId, revokedAt: null });
-    await expect.poll(async () => (await t.app.core.apiKeys.list()).find((k) => k.id === summary.id)!.lastUsedAt, { timeout: 10_000 }).not.toBeNull();
 
     // Cached by the authenticator after that request: revocation still takes effect at once.
     await t.app.core.apiKeys.revoke(summary.id);
@@ -80,7 +79,7 @@ describe("API keys", { timeout: 180_000 }, () => {
     expect(created.stderr).toContain("not shown again");
 
     const listed = await keys("list");
-    expect(listed.stdout.split("\n")[0]).toMatch(/^ID\s+PREFIX\s+WORKSPACE\s+NAME\s+CREATED\s+LAST USED\s+STATUS$/);
+    expect(listed.stdout.split("\n")[0]).toMatch(/^ID\s+PREFIX\s+WORKSPACE\s+NAME\s+CREATED\s+STATUS$/);
     const line = listed.stdout.split("\n").find((l) => l.includes("deploy-bot"))!;
     expect(line).toContain(`${key.slice(0, 8)}…`);
     expect(line).toContain("active");
