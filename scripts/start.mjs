@@ -46,6 +46,7 @@ function stopWithParent() {
 stopWithParent();
 let entry = pathToFileURL(BUNDLE).href;
 if (bundleMtime() < newestMtime(join(ROOT, "src"))) {
+  process.stderr.write("bundling the server (src/ changed since the last build)…\n");
   try {
     await (await import("./build.mjs")).buildServer();
   } catch (err) {

@@ -17,6 +17,7 @@ import { BuildInputs } from "./pipeline/build-inputs.js";
 import { type Database, openDatabase } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
 import { startRetry } from "./db/start-retry.js";
+import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.js";
 import { isDatabaseUnavailable } from "./core/prisma-errors.js";
 import { Vacuum } from "./db/vacuum.js";
 import { createEventBus } from "./events/index.js";
@@ -31,8 +32,12 @@ import { limitBodySize, rateLimit } from "./middleware/limits.js";
 import { limitFailedAuthentications } from "./middleware/auth-failures.js";
 import { CallerLimits } from "./middleware/caller-limits.js";
 import { restRoutes } from "./rest/index.js";
-import { isLogRead } from "./rest/logs.js";
 import { uploadRoutes } from "./rest/builds.js";
+import { countRevisionStatuses, Metrics, serveMetrics } from "./middleware/metrics.js";
+import { observeRequests, type ObservedEnv } from "./middleware/access-log.js";
+import { API_VERSION, describe, jsonObject, openApiDocument, routesOf } from "./rest/docs.js";
+import { referenceRoutes } from "./rest/reference.js";
+import { z } from "zod";
 
 export interface BuildOptions {
   logger?: Logger;
@@ -66,20 +71,62 @@ export interface App {
   readonly worker: PipelineWorker | null;
   /** The GraphQL server (yoga) behind /graphql and graphql-ws. */
   readonly graphql: GraphQLServer;
+  /** The Prometheus metrics of this instance. */
+  readonly metrics: Metrics;
+  /** Where start() serves them (METRICS_PORT); null before start() or when off. */
+  readonly metricsUrl: string | null;
 }
 
 export async function buildApp(config: Config, options: BuildOptions = {}): Promise<App> {
   const logger = options.logger ?? createLogger(config.logLevel);
+  // Embedded PGlite owns its folder: a second process is told who has it instead of aborting inside PGlite.
+  const lock = config.database.kind === "pglite" && config.database.dataDir ? lockDataDir(config.dataDir, "control plane server") : null;
+  if (lock?.tookOverFrom) logger.warn({ data_dir: config.dataDir, stale_pid: lock.tookOverFrom }, "took over the DATA_DIR lock of a process that is gone");
+  try {
+    return await build(config, options, logger, lock);
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
+}
+
+async function build(config: Config, options: BuildOptions, logger: Logger, lock: DataDirLock | null): Promise<App> {
+  logger.info(
+    config.database.kind === "postgres"
+      ? { database: "postgres" }
+      : { database: "pglite", data_dir: config.database.dataDir ?? "memory" },
+    config.database.kind === "postgres" ? "opening the database (DATABASE_URL)…" : "opening the embedded database (its first start initialises it, which takes a while)…",
+  );
   const db = await openDatabase(config.database, { pgliteSnapshot: options.pgliteSnapshot, logger });
   const migrations = await readMigrations();
   // PostgreSQL may not answer yet (starting, failing over): the steps that need it wait for it.
   const step = startRetry({ transient: isDatabaseUnavailable, logger, waitMs: config.databaseStartWaitMs });
-  const applied = await step("migrations", () => migrate(db.sql, migrations));
-  if (applied.length > 0) logger.info({ migrations: applied }, "applied migrations");
+  logger.info({ known: migrations.length }, "applying migrations…");
+  let applied: string[];
+  try {
+    applied = await step("migrations", () => migrate(db.sql, migrations));
+  } catch (err) {
+    await db.close().catch(() => {});
+    if (config.database.kind === "postgres" && isDatabaseUnavailable(err)) {
+      throw new StartupError(
+        `cannot connect to the database at DATABASE_URL=${redactUrl(config.database.url)} (${err instanceof Error ? err.message.split("\n")[0] : String(err)}); waited ${config.databaseStartWaitMs} ms (DATABASE_START_WAIT_MS)`,
+      );
+    }
+    throw err;
+  }
+  logger.info({ applied: applied.length, migrations: applied.length > 0 ? applied : undefined }, applied.length > 0 ? "applied migrations" : "migrations up to date");
   const vacuum = db.kind === "pglite" ? new Vacuum(db.sql, logger).start(options.vacuumEveryMs) : null;
 
   const secretsKey = loadSecretsKey(config.secretsKey, config.dataDir);
-  const events = await step("events", () => createEventBus(db, config.database.kind === "postgres" ? config.database.url : null, logger));
+  const metrics = new Metrics(() => db.pool);
+  const events = countRevisionStatuses(
+    await step("events", () =>
+      createEventBus(db, config.database.kind === "postgres" ? config.database.url : null, logger, (seconds) =>
+        metrics.eventBusLag.observe({ origin: "remote" }, seconds),
+      ),
+    ),
+    metrics,
+  );
   const registry = config.registryUrl ? new Registry(config.registryUrl, new TokenSigner(secretsKey)) : null;
   if (registry) logger.info({ registry: registry.url, certificate: await registry.writeCertificate(config.dataDir) }, "registry token server: its certificate is written for the registry's auth.token.rootcertbundle");
   const core = createCore(
@@ -112,6 +159,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       { workspace_id: boot.workspaceId, api_key: boot.apiKey },
       "created a workspace and an API key: store the key now, it is not shown again",
     );
+  } else if (boot.kind === "created" && boot.how === "new-beside-others") {
+    logger.warn(
+      { workspace_id: boot.workspaceId, other_workspaces: boot.others },
+      "BOOTSTRAP_API_KEY: the data already has several workspaces and BOOTSTRAP_TENANT_ID names none, so the key got a NEW, empty workspace; set BOOTSTRAP_TENANT_ID to bind it to an existing one (npm run keys -- list shows them)",
+    );
+  } else if (boot.kind === "created" && boot.how === "only-workspace") {
+    logger.info({ workspace_id: boot.workspaceId }, "BOOTSTRAP_API_KEY: bound to the existing workspace (the data folder's only one)");
   } else if (boot.kind === "created") {
     logger.info({ workspace_id: boot.workspaceId }, "provisioned BOOTSTRAP_API_KEY");
   }
@@ -121,13 +175,20 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         core.deps,
         new SimulatorRuntime(config.pipeline.stepMs),
         logger.child({ component: "pipeline" }),
-        { leaseMs: config.pipeline.leaseMs, logRetentionMs: config.logs.retentionDays * 86_400_000, ...options.pipeline },
+        {
+          leaseMs: config.pipeline.leaseMs,
+          logRetentionMs: config.logs.retentionDays * 86_400_000,
+          onStep: (status, outcome, seconds) => metrics.stepDuration.observe({ status, outcome }, seconds),
+          ...options.pipeline,
+        },
         new BuildInputs(registry, core.uploads),
       )
     : null;
   if (options.workerStart !== "listen") worker?.start();
 
-  const http = new Hono();
+  const http = new Hono<ObservedEnv>();
+  // First: every request gets its id and its access line, whatever answers it.
+  http.use("*", observeRequests(logger, metrics));
   // Per caller and per address, shared by HTTP and graphql-ws.
   const limits = new CallerLimits(config.limits.ratePerMinute, config.limits.authFailuresPerMinute);
   // Abuse protection ahead of every route, REST and /graphql alike: throttle first, then cap the body.
@@ -136,8 +197,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
   // Source uploads stream in under their own limit (200 MiB): routed before the global body limit.
   http.route("/", uploadRoutes(core));
   http.use("*", limitBodySize(config.limits.maxBodyBytes));
-  http.get("/healthz", (c) => c.json({ status: "ok" }));
-  http.get("/readyz", async (c) => {
+  const probe = z.object({ status: z.string() });
+  http.get("/healthz", describe({ tag: "Service", auth: "none", summary: "Liveness: the process answers", responses: { 200: { description: "Alive", schema: probe } } }, (c) => c.json({ status: "ok" })));
+  http.get("/readyz", describe({ tag: "Service", auth: "none", summary: "Readiness: the database answers and its migrations are applied", responses: { 200: { description: "Ready", schema: probe }, 503: { description: "Not ready: migrations pending, or the database unreachable", schema: probe } } }, async (c) => {
     try {
       const ready = await migrationsApplied(db.sql, migrations);
       if (ready) workerWhenReady.ready();
@@ -145,8 +207,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     } catch {
       return c.json({ status: "database unreachable" }, 503);
     }
-  });
-  const idempotent = idempotency(core.idempotency, core.auth, logger, isLogRead);
+  }));
+  const idempotent = idempotency(core.idempotency, core.auth, logger);
   http.use("/v1/*", idempotent);
   http.use("/v2/*", idempotent);
   http.route("/", restRoutes(core));
@@ -154,8 +216,23 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     production: config.production,
     introspection: config.graphql.introspection,
     graphiql: !config.production,
+    metrics,
   });
-  http.on(["GET", "POST", "OPTIONS"], GRAPHQL_PATH, (c) => graphql.fetch(c.req.raw, {}));
+  const graphqlAnswer = { description: "A GraphQL response ({data, errors}); an event stream for subscriptions asked with Accept: text/event-stream", schema: jsonObject };
+  http.on(
+    ["GET", "POST", "OPTIONS"],
+    GRAPHQL_PATH,
+    describe(
+      {
+        tag: "GraphQL",
+        summary: "The GraphQL API (GraphQL over HTTP; subscriptions over SSE here, or graphql-ws on the same path). In a browser, GET opens GraphiQL.",
+        responses: { 200: graphqlAnswer, 400: graphqlAnswer, 401: graphqlAnswer, 403: graphqlAnswer, 405: graphqlAnswer, 406: graphqlAnswer, 415: graphqlAnswer, 503: graphqlAnswer },
+      },
+      (c) => graphql.fetch(c.req.raw, { record: c.get("record") }),
+    ),
+  );
+  // The REST reference, made from the routes above (and itself) on first request.
+  http.route("/", referenceRoutes(() => openApiDocument(routesOf(http), API_VERSION)));
   http.notFound((c) => c.json({ detail: "Not Found" }, 404));
   http.onError((err, c) => {
     const answer = toErrorAnswer(err);
@@ -166,6 +243,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
 
   let server: Server | null = null;
   let websockets: WebSocketFace | null = null;
+  let metricsServer: Server | null = null;
+  let metricsUrl: string | null = null;
   const workerWhenReady = deferredStart(() => worker?.start());
   const fetch = async (request: Request) => http.fetch(request);
 
@@ -180,6 +259,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
     },
     worker,
     graphql,
+    metrics,
+    get metricsUrl() {
+      return metricsUrl;
+    },
     async start() {
       const timeout = config.limits.requestTimeoutMs;
       server = createAdaptorServer({
@@ -201,14 +284,30 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
         production: config.production,
         maxPayloadBytes: config.limits.maxBodyBytes,
         limits,
+        metrics,
       });
+      if (config.metricsPort !== null) {
+        try {
+          ({ server: metricsServer, url: metricsUrl } = await serveMetrics(metrics, config.metricsPort, config.host));
+        } catch (err) {
+          throw new Error(`METRICS_PORT: could not serve metrics on ${config.host}:${config.metricsPort} (${err instanceof Error ? err.message : String(err)}); choose another port, 0 for any free one, or off`);
+        }
+        logger.info({ metrics: metricsUrl }, "metrics served");
+      }
       if (options.workerStart === "listen") workerWhenReady.arm();
       const { port } = server.address() as AddressInfo;
-      return `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+      const url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+      logger.info({ url }, `listening on ${url}`);
+      return url;
     },
     async stop() {
       // Subscriptions end first (their sockets would otherwise hold the server open), and so do long-polls.
       await websockets?.close();
+      if (metricsServer) {
+        const closing = new Promise<void>((resolve) => metricsServer!.close(() => resolve()));
+        metricsServer.closeAllConnections();
+        await closing;
+      }
       core.oauthFlows.close();
       if (server) {
         const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
@@ -221,8 +320,20 @@ export async function buildApp(config: Config, options: BuildOptions = {}): Prom
       await events.close();
       await vacuum?.stop();
       await db.close();
+      lock?.release();
     },
   };
+}
+
+/** A database URL without its password, for messages. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(unparseable)";
+  }
 }
 
 /** How long after listening the worker waits for a first /readyz before it starts anyway. */

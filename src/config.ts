@@ -73,6 +73,13 @@ const envSchema = z.object({
   OAUTH_ALLOW_HTTP: z.enum(["on", "off"]).default("off"),
   /** How long a user has to authorize at the provider once a flow starts. */
   OAUTH_FLOW_TTL_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
+  /**
+   * Prometheus metrics (GET /metrics) on a port of their own, on HOST, never on the API's port:
+   * a port number (default 9464), 0 for any free port (the URL is logged), or off.
+   */
+  METRICS_PORT: z
+    .union([z.literal("off"), z.coerce.number().int().min(0).max(65535)], { error: "must be a port number, 0 (any free port) or off" })
+    .default(9464),
 });
 
 export type Env = z.input<typeof envSchema>;
@@ -122,6 +129,8 @@ export interface Config {
   logs: { retentionDays: number };
   /** The agents' OAuth service: http:// providers allowed (OAUTH_ALLOW_HTTP), a flow's lifetime. */
   oauth: { allowHttp: boolean; flowTtlSeconds: number };
+  /** METRICS_PORT: where /metrics is served (0: any free port); null: not at all. */
+  metricsPort: number | null;
 }
 
 export class ConfigError extends Error {
@@ -174,5 +183,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     publicUrl: e.PUBLIC_URL ?? null,
     logs: { retentionDays: e.LOG_RETENTION_DAYS },
     oauth: { allowHttp: e.OAUTH_ALLOW_HTTP === "on", flowTtlSeconds: e.OAUTH_FLOW_TTL_SECONDS },
+    metricsPort: e.METRICS_PORT === "off" ? null : e.METRICS_PORT,
   };
 }

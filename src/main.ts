@@ -1,6 +1,7 @@
 import { buildApp } from "./app.js";
 import { ConfigError, loadConfig } from "./config.js";
 import { createLogger } from "./logger.js";
+import { StartupError } from "./db/data-dir-lock.js";
 
 /** Process entry: configuration from the environment, start, and a graceful stop on SIGTERM/SIGINT. */
 async function main() {
@@ -38,6 +39,8 @@ async function main() {
 }
 
 main().catch((err) => {
-  process.stderr.write(`failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  // A start-up problem the operator can fix is one line; anything else keeps its stack.
+  if (err instanceof StartupError) process.stderr.write(`failed to start: ${err.message}\n`);
+  else process.stderr.write(`failed to start: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
   process.exit(1);
 });

@@ -61,6 +61,7 @@ export function serverEnv(db: BenchDatabase, port: number, extra: Record<string,
     LOG_LEVEL: "warn",
     NODE_ENV: "production",
     RATE_LIMIT_PER_MINUTE: "0",
+    METRICS_PORT: "0",
     ...extra,
   };
 }

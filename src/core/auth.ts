@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { jwtVerify } from "jose";
 import { z } from "zod";
 import type { PrismaClient } from "../db/client.js";
+import { type EventBus, topics } from "../events/types.js";
 import { CoreError } from "./errors.js";
 import { isStorable } from "./validation.js";
 
@@ -20,6 +21,8 @@ export interface Credentials {
 }
 
 export const hashApiKey = (key: string) => createHash("sha256").update(key).digest("hex");
+/** The characters of a key that `npm run keys -- list` shows (`dcp_` and four of the random part): enough to recognise it, useless to use. */
+export const keyPrefix = (key: string) => key.slice(0, 8);
 
 const unauthenticated = (msg: string) => new CoreError("UNAUTHENTICATED", msg);
 const forbidden = (msg: string) => new CoreError("FORBIDDEN", msg);
@@ -49,6 +52,7 @@ interface KeyRecord {
   id: string;
   organizationId: string;
   workspaceId: string | null;
+  revokedAt: Date | null;
 }
 
 const KEY_CACHE_MS = 30_000;
@@ -66,9 +70,19 @@ export class Authenticator {
   constructor(
     private readonly prisma: PrismaClient,
     options: AuthenticatorOptions = {},
+    /** Revocations made anywhere (npm run keys, another replica) drop the key from this cache at once. */
+    events?: EventBus,
   ) {
     this.secret = options.jwtSecret ? new TextEncoder().encode(options.jwtSecret) : null;
     this.maxLifetimeSeconds = options.maxTokenLifetimeSeconds ?? DEFAULT_TOKEN_LIFETIME_SECONDS;
+    events?.subscribe(topics.apiKeys(), (event) => {
+      if (event.type === "api_key.revoked") this.forgetKey(event.keyId);
+    });
+  }
+
+  /** Drops a key from the cache: its next use reads the database again. */
+  forgetKey(keyId: string): void {
+    for (const [hash, entry] of this.keyCache) if (entry.record?.id === keyId) this.keyCache.delete(hash);
   }
 
   async authenticate(credentials: Credentials): Promise<Tenant> {
@@ -81,6 +95,7 @@ export class Authenticator {
   private async fromApiKey(key: string, tenantId: string | null): Promise<Tenant> {
     const record = await this.keyRecord(hashApiKey(key));
     if (!record) throw unauthenticated("Invalid API key.");
+    if (record.revokedAt) throw unauthenticated("This API key has been revoked.");
     const actor = `api_key:${record.id}`;
     if (record.workspaceId) {
       if (tenantId && tenantId.toLowerCase() !== record.workspaceId) {
@@ -123,7 +138,7 @@ export class Authenticator {
     if (cached && cached.until > Date.now()) return cached.record;
     const record = await this.prisma.apiKey.findUnique({
       where: { keyHash: hash },
-      select: { id: true, organizationId: true, workspaceId: true },
+      select: { id: true, organizationId: true, workspaceId: true, revokedAt: true },
     });
     if (this.keyCache.size >= CACHE_MAX) this.keyCache.clear();
     this.keyCache.set(hash, { record, until: Date.now() + KEY_CACHE_MS });

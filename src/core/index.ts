@@ -1,4 +1,5 @@
 import { Authenticator } from "./auth.js";
+import { ApiKeyService } from "./api-keys.js";
 import type { CoreDeps } from "./context.js";
 import { ListenerService } from "./listeners.js";
 import { deploymentServices } from "./deployments.js";
@@ -45,7 +46,9 @@ export function createCore(
   const oauthProviders = new ProviderService(deps, options.oauth, oauthClient, oauthTokens);
   return {
     deps,
-    auth: new Authenticator(deps.prisma, { jwtSecret: options.jwtSecret, maxTokenLifetimeSeconds: options.maxTokenLifetimeSeconds }),
+    auth: new Authenticator(deps.prisma, { jwtSecret: options.jwtSecret, maxTokenLifetimeSeconds: options.maxTokenLifetimeSeconds }, deps.events),
+    /** API keys after the first start (npm run keys): hashes only; revocation reaches every replica. */
+    apiKeys: new ApiKeyService(deps.prisma, deps.events),
     listeners: new ListenerService(deps),
     ...deploymentServices(deps),
     installations: new InstallationService(deps),

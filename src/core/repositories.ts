@@ -31,7 +31,7 @@ export const repositoryListSchema = z
   });
 export type RepositoryInput = z.output<typeof repositorySchema>;
 
-const setSchema = z.object({ repositories: repositoryListSchema });
+export const repositorySetSchema = z.object({ repositories: repositoryListSchema });
 
 /** Repository rows for an installation, from the request's snake_case entries. */
 export const repositoryRows = (workspaceId: string, integrationId: string, repos: RepositoryInput[]) =>
@@ -74,7 +74,7 @@ export class RepositoryService {
 
   /** PUT …/repositories: the installation's repositories become exactly those given. */
   async replace(tenant: Tenant, integrationId: string, body: unknown): Promise<CodehostRepository[]> {
-    const { repositories } = parseInput(setSchema, body, "body");
+    const { repositories } = parseInput(repositorySetSchema, body, "body");
     await this.requireInstallation(tenant, integrationId);
     await this.deps.data(tenant).$transaction(async (tx) => {
       await tx.codehostRepository.deleteMany({ where: { integrationId } });

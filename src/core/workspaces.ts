@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { PrismaClient } from "../db/client.js";
-import { hashApiKey } from "./auth.js";
+import { hashApiKey, keyPrefix } from "./auth.js";
 
 export interface NewWorkspace {
   organizationId: string;
@@ -13,7 +13,7 @@ export const generateApiKey = () => `dcp_${randomBytes(24).toString("base64url")
 /** Creates an organisation with one workspace and a key bound to it (or, orgWide, to the organisation). */
 export async function createWorkspace(
   prisma: PrismaClient,
-  options: { name?: string; workspaceId?: string; apiKey?: string; orgWide?: boolean } = {},
+  options: { name?: string; workspaceId?: string; apiKey?: string; orgWide?: boolean; keyName?: string } = {},
 ): Promise<NewWorkspace> {
   const apiKey = options.apiKey ?? generateApiKey();
   const name = options.name ?? "Default";
@@ -26,7 +26,7 @@ export async function createWorkspace(
   });
   const workspaceId = org.workspaces[0]!.id;
   await prisma.apiKey.create({
-    data: { organizationId: org.id, workspaceId: options.orgWide ? null : workspaceId, keyHash: hashApiKey(apiKey) },
+    data: { organizationId: org.id, workspaceId: options.orgWide ? null : workspaceId, keyHash: hashApiKey(apiKey), keyPrefix: keyPrefix(apiKey), name: options.keyName },
   });
   return { organizationId: org.id, workspaceId, apiKey };
 }
@@ -37,7 +37,18 @@ export async function addWorkspace(prisma: PrismaClient, organizationId: string,
   return ws.id;
 }
 
-export type BootstrapResult = { kind: "existing" } | { kind: "created"; workspaceId: string; apiKey: string; printKey: boolean };
+export type BootstrapResult =
+  | { kind: "existing" }
+  | {
+      kind: "created";
+      workspaceId: string;
+      apiKey: string;
+      printKey: boolean;
+      /** How the key found its workspace: made for it, named by BOOTSTRAP_TENANT_ID, the data's only one, or a new one beside several. */
+      how: "new-workspace" | "named" | "only-workspace" | "new-beside-others";
+      /** How many workspaces there were before (new-beside-others). */
+      others?: number;
+    };
 
 /**
  * Start-up provisioning, idempotent across restarts: with BOOTSTRAP_API_KEY, make sure that key
@@ -57,19 +68,32 @@ export async function bootstrap(
       }
       return { kind: "existing" };
     }
+    // Without BOOTSTRAP_TENANT_ID, a data folder's only workspace is the one meant: a new key for an
+    // existing installation must see its deployments, not an empty second workspace.
+    const present = options.tenantId ? [] : await prisma.workspace.findMany({ take: 2, orderBy: { createdAt: "asc" } });
     const workspace = options.tenantId
-      ? await prisma.workspace.findUnique({ where: { id: options.tenantId } })
-      : null;
+      ? await prisma.workspace.findUnique({ where: { id: options.tenantId.toLowerCase() } })
+      : present.length === 1
+        ? present[0]!
+        : null;
     if (workspace) {
       await prisma.apiKey.create({
-        data: { organizationId: workspace.organizationId, workspaceId: workspace.id, keyHash: hash },
+        data: { organizationId: workspace.organizationId, workspaceId: workspace.id, keyHash: hash, keyPrefix: keyPrefix(options.apiKey), name: "BOOTSTRAP_API_KEY" },
       });
-      return { kind: "created", workspaceId: workspace.id, apiKey: options.apiKey, printKey: false };
+      return { kind: "created", workspaceId: workspace.id, apiKey: options.apiKey, printKey: false, how: options.tenantId ? "named" : "only-workspace" };
     }
-    const created = await createWorkspace(prisma, { workspaceId: options.tenantId, apiKey: options.apiKey });
-    return { kind: "created", workspaceId: created.workspaceId, apiKey: created.apiKey, printKey: false };
+    const others = options.tenantId ? 0 : await prisma.workspace.count();
+    const created = await createWorkspace(prisma, { workspaceId: options.tenantId?.toLowerCase(), apiKey: options.apiKey, keyName: "BOOTSTRAP_API_KEY" });
+    return {
+      kind: "created",
+      workspaceId: created.workspaceId,
+      apiKey: created.apiKey,
+      printKey: false,
+      how: others > 0 ? "new-beside-others" : options.tenantId ? "named" : "new-workspace",
+      others,
+    };
   }
   if ((await prisma.apiKey.count()) > 0) return { kind: "existing" };
-  const created = await createWorkspace(prisma);
-  return { kind: "created", workspaceId: created.workspaceId, apiKey: created.apiKey, printKey: true };
+  const created = await createWorkspace(prisma, { keyName: "first start" });
+  return { kind: "created", workspaceId: created.workspaceId, apiKey: created.apiKey, printKey: true, how: "new-workspace" };
 }

@@ -8,9 +8,9 @@ import type { EventBus } from "./types.js";
  * The event bus for a database: in-process with embedded PGlite (one process by construction),
  * LISTEN/NOTIFY with PostgreSQL, so that replicas sharing the database see each other's events.
  */
-export async function createEventBus(db: Database, url: string | null, logger: Logger): Promise<EventBus> {
+export async function createEventBus(db: Database, url: string | null, logger: Logger, observeLag?: (seconds: number) => void): Promise<EventBus> {
   if (db.kind !== "postgres" || !db.pool || !url) return new MemoryEventBus();
-  const bus = new PostgresEventBus(db.pool, url, logger);
+  const bus = new PostgresEventBus(db.pool, url, logger, observeLag);
   await bus.start();
   return bus;
 }

@@ -13,6 +13,8 @@ interface Envelope {
   /** The publishing replica, which has already delivered the event to its own subscribers. */
   o: string;
   e: DomainEvent;
+  /** When it was published (ms since the epoch): the receiver's lag. */
+  t?: number;
 }
 
 /**
@@ -33,6 +35,8 @@ export class PostgresEventBus implements EventBus {
     private readonly pool: pg.Pool,
     private readonly connectionString: string,
     private readonly logger: Logger,
+    /** Told the seconds from another replica's publication to its delivery here (metrics). */
+    private readonly observeLag?: (seconds: number) => void,
   ) {}
 
   /** Connects the listening session; resolves once LISTEN is in effect. */
@@ -61,7 +65,7 @@ export class PostgresEventBus implements EventBus {
 
   async publish(event: DomainEvent): Promise<void> {
     this.local.deliver(event);
-    const payload: Envelope = { o: this.origin, e: event };
+    const payload: Envelope = { o: this.origin, e: event, t: Date.now() };
     try {
       await this.pool.query("SELECT pg_notify($1, $2)", [CHANNEL, JSON.stringify(payload)]);
     } catch (err) {
@@ -93,6 +97,7 @@ export class PostgresEventBus implements EventBus {
       return;
     }
     if (envelope.o === this.origin || !envelope.e) return;
+    if (typeof envelope.t === "number") this.observeLag?.(Math.max(0, Date.now() - envelope.t) / 1000);
     try {
       this.local.deliver(envelope.e);
     } catch (err) {

@@ -8,7 +8,9 @@ export type DomainEvent =
   | { type: "deployment.status"; workspaceId: string; deploymentId: string; status: string }
   /** New lines in a revision's build or deploy log (lines a status change writes come with revision.status). */
   | { type: "revision.logs"; workspaceId: string; deploymentId: string; revisionId: string; kind: "build" | "deploy" }
-  | { type: "oauth.flow"; workspaceId: string; flowId: string; status: string };
+  | { type: "oauth.flow"; workspaceId: string; flowId: string; status: string }
+  /** A key was revoked: every replica drops it from its authentication cache at once. */
+  | { type: "api_key.revoked"; workspaceId: string | null; keyId: string };
 
 /** The topic an event is delivered on; subscribers name topics with the same helpers. */
 export const topics = {
@@ -17,6 +19,7 @@ export const topics = {
   deploymentStatus: (deploymentId: string) => `deployment:${deploymentId}`,
   revisionLogs: (revisionId: string, kind: "build" | "deploy") => `revision-logs:${revisionId}:${kind}`,
   oauthFlow: (flowId: string) => `oauth-flow:${flowId}`,
+  apiKeys: () => "api-keys",
 };
 
 export function topicOf(event: DomainEvent): string {
@@ -31,6 +34,8 @@ export function topicOf(event: DomainEvent): string {
       return topics.revisionLogs(event.revisionId, event.kind);
     case "oauth.flow":
       return topics.oauthFlow(event.flowId);
+    case "api_key.revoked":
+      return topics.apiKeys();
   }
 }
 

@@ -16,6 +16,9 @@ import { useCompiledQueries } from "./jit.js";
 import { useAuthenticationFirst } from "./authenticate.js";
 import { createParseCache, registerParseCache } from "./parse-cache.js";
 import { subscribeShared } from "./shared-execution.js";
+import { useObservedOperations } from "./observe.js";
+import { graphiqlOptions, renderOfflineGraphiQL } from "./graphiql.js";
+import type { Metrics, RequestRecord } from "../middleware/metrics.js";
 
 export const GRAPHQL_PATH = "/graphql";
 /** What an unexpected error says to the client (its details stay in the log). */
@@ -28,12 +31,21 @@ export interface GraphQLOptions {
   introspection: boolean;
   /** The GraphiQL IDE on GET /graphql from a browser (development). */
   graphiql: boolean;
+  /** Operations counted by name, type and outcome; SSE subscriptions counted open. */
+  metrics?: Metrics | null;
 }
 
 /** What the server passes in besides the request: the tenant of an authenticated WebSocket. */
 export interface ServerContext {
   tenant?: Tenant;
+  /** The HTTP request's access-log record: the operation's name and the caller go in it. */
+  record?: RequestRecord;
+  /** Set for a request without credentials whose document only introspects the schema. */
+  introspectionOnly?: boolean;
 }
+
+/** The context of an anonymous introspection: a workspace that matches nothing, for a document that reads no data. */
+const NO_TENANT: Tenant = { organizationId: "00000000-0000-0000-0000-000000000000", workspaceId: "00000000-0000-0000-0000-000000000000", actor: "anonymous:introspection" };
 
 export type GraphQLServer = YogaServerInstance<ServerContext, GraphQLContext>;
 
@@ -58,7 +70,8 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
   const yoga = createYoga<ServerContext, GraphQLContext>({
     schema,
     graphqlEndpoint: GRAPHQL_PATH,
-    graphiql: options.graphiql ? { subscriptionsProtocol: "WS", title: "Deployment control plane" } : false,
+    graphiql: options.graphiql ? graphiqlOptions : false,
+    renderGraphiQL: renderOfflineGraphiQL,
     landingPage: false,
     // No file uploads: multipart is also the classic CSRF carrier.
     multipart: false,
@@ -67,14 +80,16 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
     // Bounded by bytes: see parse-cache.ts.
     parserAndValidationCache: { documentCache: parseCache.documents, errorCache: parseCache.errors, validationCache: true },
     // The tenant is settled before the document is parsed: useAuthenticationFirst over HTTP, onConnect over graphql-ws.
-    context: ({ tenant, request }) => {
+    context: ({ tenant, introspectionOnly, request }) => {
+      // An introspection-only document without credentials (GraphiQL loading its docs): no resolver of ours runs.
+      if (!tenant && introspectionOnly) return createContext(core, NO_TENANT, null);
       if (!tenant) throw new GraphQLError("Not authenticated.", { extensions: { code: "UNAUTHENTICATED", http: { status: 401 } } });
       // The request's origin: where OAuth providers send a browser back when PUBLIC_URL is unset
       // (graphql-ws operations have no request of their own).
       return createContext(core, tenant, request ? new URL(request.url).origin : null);
     },
     plugins: [
-      useAuthenticationFirst(core),
+      useAuthenticationFirst(core, { anonymousIntrospection: options.introspection }),
       // Before error masking, which logs the errors it rewrites: neither the answer nor the log quotes a secret.
       useRedactedSecrets(),
       // A browser can send a "simple" request cross-site without a preflight; demanding one of
@@ -91,6 +106,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       }),
       useComplexityLimit(LIMITS.complexity),
       useCompiledQueries(),
+      useObservedOperations(options.metrics ?? null),
       // Over SSE too, subscribers of one change asking the same share one execution of it.
       { onSubscribe: ({ setSubscribeFn }) => setSubscribeFn(subscribeShared) } satisfies Plugin,
       ...(options.introspection ? [] : [useNoIntrospection()]),

@@ -1,5 +1,5 @@
 import type { Server } from "node:http";
-import { type ExecutionArgs, getOperationAST, GraphQLError } from "graphql";
+import { type ExecutionArgs, type ExecutionResult, getOperationAST, GraphQLError } from "graphql";
 import { CloseCode } from "graphql-ws";
 import { useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
@@ -10,6 +10,8 @@ import type { Logger } from "../logger.js";
 import { redactSecrets } from "./redact.js";
 import { GRAPHQL_PATH, type GraphQLServer, logAnsweredError, maskError, MASKED_ERROR_MESSAGE } from "./server.js";
 import { subscribeShared } from "./shared-execution.js";
+import { countedOpen, operationLabel } from "./observe.js";
+import type { Metrics } from "../middleware/metrics.js";
 import { authFailuresMessage, type CallerLimits, callerKey } from "../middleware/caller-limits.js";
 import { credentialsFrom, paramsAsHeaders } from "../middleware/credentials.js";
 
@@ -39,6 +41,8 @@ export interface WebSocketOptions {
   maxPayloadBytes: number;
   /** The callers' limits, shared with HTTP: each operation is a request; each bad key a failed authentication. */
   limits: CallerLimits;
+  /** Operations counted by name, type and outcome; subscriptions counted open. */
+  metrics?: Metrics | null;
 }
 
 export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core, logger: Logger, options: WebSocketOptions): WebSocketFace {
@@ -77,6 +81,15 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
         }
       },
       execute: (args) => (args.rootValue as Envelope).execute(args),
+      onOperation: (_ctx, _id, _payload, args, operationResult) => {
+        // graphql-ws awaits the operation before this hook: never a promise here.
+        const result = operationResult as ExecutionResult | AsyncIterable<ExecutionResult>;
+        const { name, type } = operationLabel(args.document, args.operationName);
+        const streaming = Symbol.asyncIterator in result;
+        options.metrics?.graphqlOperations.inc({ operation: name, type, outcome: !streaming && result.errors?.length ? "error" : "ok" });
+        if (!streaming || !options.metrics) return undefined;
+        return countedOpen(result, options.metrics.subscriptionOpened("websocket"));
+      },
       subscribe: (args) => subscribeShared(args),
       // Subscription results (and a subscription that fails to start) come here unmasked and unredacted;
       // queries and mutations ran through yoga's envelop (rootValue), which redacted and masked them.

@@ -5,6 +5,9 @@ import type { IdempotencyService } from "../core/idempotency.js";
 import type { Logger } from "../logger.js";
 import { credentialsFrom } from "./credentials.js";
 
+/** The POSTs that only read: the log reads of the command-line tool (also as OpenAPI path templates). */
+export const isPostRead = (path: string) => /^\/v1\/projects\/[^/]+\/(revisions\/[^/]+\/)?(build|deploy)_logs$/.test(path);
+
 /**
  * `Idempotency-Key` on POSTs. The first request with a key runs and its answer (status and body) is
  * stored; a retry gets that answer back with `Idempotent-Replayed: true` and runs nothing. Answers
@@ -12,17 +15,12 @@ import { credentialsFrom } from "./credentials.js";
  *
  * Runs before the REST routes, so it authenticates on its own (the same cached lookup the routes
  * make); a caller that fails authentication is passed on, and the route refuses it as usual.
- * POSTs that only read (`isRead`, the log reads) change nothing: a retry reads again.
+ * POSTs that only read (isPostRead: the log reads) change nothing: a retry reads again.
  */
-export function idempotency(
-  service: IdempotencyService,
-  auth: Authenticator,
-  logger: Logger,
-  isRead: (path: string) => boolean = () => false,
-): MiddlewareHandler {
+export function idempotency(service: IdempotencyService, auth: Authenticator, logger: Logger): MiddlewareHandler {
   return async (c, next) => {
     const key = c.req.header("idempotency-key");
-    if (c.req.method !== "POST" || key === undefined || isRead(c.req.path)) return next();
+    if (c.req.method !== "POST" || key === undefined || isPostRead(c.req.path)) return next();
 
     let tenant: Tenant;
     try {

@@ -33,6 +33,8 @@ export interface WorkerOptions {
   logRetentionMs: number;
   /** How often the sweep runs. */
   logSweepEveryMs: number;
+  /** Told how long each step this worker performed took, the status it ran in and its result (metrics). */
+  onStep?: (status: string, outcome: string, seconds: number) => void;
 }
 
 export const defaultWorkerOptions = (): WorkerOptions => ({
@@ -178,6 +180,8 @@ export class PipelineWorker {
     }, Math.max(10, Math.floor(this.options.leaseMs / 3)));
     const log = { revision_id: revision.id, status: revision.status };
     let stepLog: StepLog | null = null;
+    const started = performance.now();
+    let outcomeLabel = "error";
     try {
       if (!transition(revision.status as RevisionStatus, "advance", routeFor(revision.source)).ok) {
         // Nothing for a runtime to do; retrying would spin. Counted with the dropped steps.
@@ -197,7 +201,9 @@ export class PipelineWorker {
       // Every line of the step is stored before its outcome's status line.
       await stepLog.close();
       if (outcome.message !== undefined) outcome = { ...outcome, message: stepLog.mask.apply(outcome.message) };
-      this.count(await this.steps.commit(revision, outcome));
+      const result = await this.steps.commit(revision, outcome);
+      outcomeLabel = outcome.ok ? "ok" : "failed";
+      this.count(result);
     } catch (err) {
       stepLog?.abandon();
       if (signal.aborted || this.silenced) return;
@@ -208,6 +214,8 @@ export class PipelineWorker {
       await this.leases.release(revision.id, this.options.retryMs).catch(() => {});
     } finally {
       clearInterval(renew);
+      // Only the steps that ran (not those gated, parked or abandoned): outcome ok, failed or error.
+      if (stepLog && !signal.aborted) this.options.onStep?.(revision.status, outcomeLabel, (performance.now() - started) / 1000);
     }
   }
 

@@ -3,11 +3,21 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { Core } from "../core/index.js";
 import { type Env, iso, pathParams } from "./http.js";
+import { describe, errorSchema, notFound, timestamp } from "./docs.js";
 
 const idParam = z.object({ deployment_id: z.uuid() });
 
 /** Answers that carry a credential are never cached, nor kept by Idempotency-Key. */
 const NO_STORE = { "Cache-Control": "no-store" };
+
+const tag = "Builds";
+const NO_STORE_HEADER = { "Cache-Control": "no-store: the answer carries a credential" };
+const registryQuery = z.object({
+  service: z.string().optional().describe("The registry's service name"),
+  scope: z.string().optional().describe("repository:<path>:pull,push; may be repeated"),
+});
+const uploadParams = z.object({ deployment_id: z.string(), file: z.string() });
+const uploadQuery = z.object({ expires: z.string().describe("From the signed URL"), signature: z.string().describe("From the signed URL") });
 
 /**
  * What the command-line tool's deploy asks for before it builds: a push token for the registry
@@ -15,18 +25,18 @@ const NO_STORE = { "Cache-Control": "no-store" };
  */
 export function buildRoutes(core: Core) {
   return new Hono<Env>()
-    .post("/v2/deployments/:deployment_id/push-token", async (c) => {
+    .post("/v2/deployments/:deployment_id/push-token", describe({ tag, summary: "Issue a registry push token for a deployment's image", params: idParam, responses: { 200: { description: "The token (shown once; never kept by Idempotency-Key)", headers: NO_STORE_HEADER, schema: z.object({ token: z.string(), registry_url: z.string(), expires_at: timestamp }) }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       const issued = await core.pushTokens.create(c.var.tenant, deployment_id);
       return c.json({ token: issued.token, registry_url: issued.registryUrl, expires_at: iso(issued.expiresAt) }, 200, NO_STORE);
-    })
-    .post("/v2/deployments/:deployment_id/upload-url", async (c) => {
+    }))
+    .post("/v2/deployments/:deployment_id/upload-url", describe({ tag, summary: "Issue a signed URL to upload a source tarball to", params: idParam, responses: { 200: { description: "The signed URL: PUT the tarball to it before expires_at", headers: NO_STORE_HEADER, schema: z.object({ upload_url: z.string(), object_path: z.string(), expires_at: timestamp }) }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       const issued = await core.uploads.issue(c.var.tenant, deployment_id, new URL(c.req.url).origin);
       return c.json({ upload_url: issued.uploadUrl, object_path: issued.objectPath, expires_at: iso(issued.expiresAt) }, 200, NO_STORE);
-    })
+    }))
     // The registry's `auth.token.realm`: authenticated by the push token (Basic), not an API key.
-    .get("/registry/token", async (c) => {
+    .get("/registry/token", describe({ tag, auth: "push-token", summary: "The registry's token server (auth.token.realm): a push token (Basic) for a registry bearer token", query: registryQuery, responses: { 200: { description: "The registry token", headers: NO_STORE_HEADER, schema: z.object({ token: z.string(), access_token: z.string(), expires_in: z.number().int(), issued_at: timestamp }) }, 401: { description: "No or a wrong push token (WWW-Authenticate: Basic)", schema: errorSchema } } }, async (c) => {
       try {
         const issued = await core.pushTokens.exchange({
           authorization: c.req.header("authorization") ?? null,
@@ -43,7 +53,7 @@ export function buildRoutes(core: Core) {
         c.header("WWW-Authenticate", 'Basic realm="registry token server"');
         throw err;
       }
-    });
+    }));
 }
 
 /**
@@ -51,7 +61,7 @@ export function buildRoutes(core: Core) {
  * outside the global body limit: uploads have their own (200 MiB), counted as the body streams in.
  */
 export function uploadRoutes(core: Core) {
-  return new Hono().put("/uploads/:deployment_id/:file", async (c) => {
+  return new Hono().put("/uploads/:deployment_id/:file", describe({ tag, auth: "signed-url", summary: "Upload a source tarball to a signed URL", description: "The URL's expires and signature are the credential; the body is the gzipped tarball (at most 200 MiB).", params: uploadParams, query: uploadQuery, body: z.string(), bodyMedia: "application/gzip", responses: { 200: { description: "Stored", schema: z.object({ object_path: z.string(), size_bytes: z.number().int(), sha256: z.string() }) }, 403: { description: "The signature is wrong or has expired", schema: errorSchema } } }, async (c) => {
     const length = c.req.header("content-length");
     const stored = await core.uploads.receive({
       objectPath: `uploads/${c.req.param("deployment_id")}/${c.req.param("file")}`,
@@ -63,5 +73,5 @@ export function uploadRoutes(core: Core) {
       body: c.req.raw.body ? Readable.fromWeb(c.req.raw.body as import("node:stream/web").ReadableStream<Uint8Array>) : null,
     });
     return c.json({ object_path: stored.objectPath, size_bytes: stored.sizeBytes, sha256: stored.sha256 });
-  });
+  }));
 }

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { type AgentConnection, type ConnectionService, agentIdSchema } from "../core/connections.js";
+import { type AgentConnection, type ConnectionService, agentIdSchema, connectionCreateSchema } from "../core/connections.js";
+import { describe, notFound, nullableTimestamp, timestamp } from "./docs.js";
 import { type Env, iso, pathParams, readJson } from "./http.js";
 
 const agentParam = z.object({ agent_id: agentIdSchema });
@@ -20,20 +21,33 @@ export const presentConnection = (c: AgentConnection) => ({
   created_at: iso(c.createdAt),
 });
 
+const connectionSchema = z.object({
+  id: z.uuid(),
+  agent_id: z.string(),
+  oauth_token_id: z.string(),
+  provider_id: z.string(),
+  provider_account_label: z.string().nullable(),
+  scopes: z.array(z.string()),
+  expires_at: nullableTimestamp,
+  created_by: z.string(),
+  created_at: timestamp,
+});
+const tag = "Agent connections";
+
 export function connectionRoutes(connections: ConnectionService) {
   return new Hono<Env>()
-    .get(BASE, async (c) => {
+    .get(BASE, describe({ tag, summary: "List an agent's connections", params: agentParam, responses: { 200: { description: "The connections", schema: z.object({ data: z.array(connectionSchema) }) } } }, async (c) => {
       const { agent_id } = pathParams(c, agentParam);
       return c.json({ data: (await connections.list(c.var.tenant, agent_id)).map(presentConnection) });
-    })
-    .post(BASE, async (c) => {
+    }))
+    .post(BASE, describe({ tag, summary: "Connect an agent to an OAuth token", params: agentParam, body: connectionCreateSchema, idempotent: true, responses: { 201: { description: "The connection", schema: connectionSchema }, 404: notFound } }, async (c) => {
       const { agent_id } = pathParams(c, agentParam);
       const connection = await connections.create(c.var.tenant, agent_id, await readJson(c));
       return c.json(presentConnection(connection), 201);
-    })
-    .delete(`${BASE}/:connection_id`, async (c) => {
+    }))
+    .delete(`${BASE}/:connection_id`, describe({ tag, summary: "Delete a connection", params: connectionParam, responses: { 204: { description: "Deleted" }, 404: notFound } }, async (c) => {
       const { agent_id, connection_id } = pathParams(c, connectionParam);
       await connections.delete(c.var.tenant, agent_id, connection_id);
       return c.body(null, 204);
-    });
+    }));
 }

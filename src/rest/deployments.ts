@@ -5,7 +5,10 @@ import { revisionSourceRevisionConfig } from "../core/revisions.js";
 import { deploymentBulkDeleteQuerySchema, deploymentDeleteQuerySchema, deploymentListQuerySchema } from "../core/schemas/deployment.js";
 import { maskedSecrets, readSecretReferences } from "../core/schemas/secrets.js";
 import { deploymentSourceConfig, emptySourceRevisionConfig } from "../core/schemas/source-config.js";
+import { deploymentStatusSchema } from "../core/schemas/source.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
+import { deploymentCreateSchema, deploymentUpdateSchema } from "../core/schemas/deployment.js";
+import { describe, jsonObject, notFound, timestamp } from "./docs.js";
 
 const idParam = z.object({ deployment_id: z.uuid() });
 
@@ -41,33 +44,64 @@ export const presentDeployment = (d: DeploymentWithLatestConfig) => ({
   database_tier: d.databaseTier,
 });
 
+export const deploymentSchema = z.object({
+  id: z.uuid(),
+  tenant_id: z.uuid(),
+  created_at: timestamp,
+  updated_at: timestamp,
+  name: z.string(),
+  display_name: z.string(),
+  source: z.string(),
+  source_config: jsonObject,
+  source_revision_config: jsonObject,
+  secrets: z.array(z.object({ name: z.string(), value: z.string().describe("Always masked") })),
+  secret_references: z.array(jsonObject),
+  status: deploymentStatusSchema,
+  latest_revision_id: z.uuid().nullable(),
+  active_revision_id: z.uuid().nullable(),
+  agent: z.object({ agent_id: z.string(), environment: z.string() }).nullable(),
+  shareable: z.boolean(),
+  route_through_gateway: z.boolean(),
+  tracer_session_id: z.string(),
+  url: z.string(),
+  is_preview: z.boolean(),
+  image_version: z.string(),
+  is_managed_deep_agent: z.boolean(),
+  deployment_tier: z.string(),
+  compute_tier: z.string(),
+  database_tier: z.string(),
+});
+const deploymentPage = z.object({ resources: z.array(deploymentSchema), offset: z.number().int() });
+const bulkDeleted = z.object({ deleted_ids: z.array(z.uuid()), missing_ids: z.array(z.string()) });
+const tag = "Deployments";
+
 export function deploymentRoutes(deployments: DeploymentService) {
   return new Hono<Env>()
-    .get("/v2/deployments", async (c) => {
+    .get("/v2/deployments", describe({ tag, summary: "List deployments", query: deploymentListQuerySchema, responses: { 200: { description: "A page of deployments", schema: deploymentPage } } }, async (c) => {
       const page = await deployments.list(c.var.tenant, queryParams(c, deploymentListQuerySchema));
       return c.json({ resources: page.resources.map(presentDeployment), offset: page.offset });
-    })
-    .post("/v2/deployments", async (c) => {
+    }))
+    .post("/v2/deployments", describe({ tag, summary: "Create a deployment (and its first revision)", body: deploymentCreateSchema, idempotent: true, responses: { 201: { description: "The deployment", schema: deploymentSchema } } }, async (c) => {
       const deployment = await deployments.create(c.var.tenant, await readJson(c));
       return c.json(presentDeployment(deployment), 201);
-    })
-    .delete("/v2/deployments", async (c) => {
+    }))
+    .delete("/v2/deployments", describe({ tag, summary: "Delete several deployments", query: deploymentBulkDeleteQuerySchema, responses: { 200: { description: "All were deleted", schema: bulkDeleted }, 207: { description: "Some were not found: missing_ids names them", schema: bulkDeleted } } }, async (c) => {
       const { deployment_ids } = queryParams(c, deploymentBulkDeleteQuerySchema);
       const { deleted, missing } = await deployments.deleteMany(c.var.tenant, deployment_ids);
       return c.json({ deleted_ids: deleted, missing_ids: missing }, missing.length > 0 ? 207 : 200);
-    })
-    .get("/v2/deployments/:deployment_id", async (c) => {
+    }))
+    .get("/v2/deployments/:deployment_id", describe({ tag, summary: "Get a deployment", params: idParam, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       return c.json(presentDeployment(await deployments.get(c.var.tenant, deployment_id)));
-    })
-    .patch("/v2/deployments/:deployment_id", async (c) => {
+    }))
+    .patch("/v2/deployments/:deployment_id", describe({ tag, summary: "Update a deployment (a new revision when its source changes)", params: idParam, body: deploymentUpdateSchema, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       return c.json(presentDeployment(await deployments.update(c.var.tenant, deployment_id, await readJson(c))));
-    })
-    .delete("/v2/deployments/:deployment_id", async (c) => {
+    }))
+    .delete("/v2/deployments/:deployment_id", describe({ tag, summary: "Delete a deployment", params: idParam, query: deploymentDeleteQuerySchema, responses: { 204: { description: "Deleted" }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       queryParams(c, deploymentDeleteQuerySchema);
       await deployments.delete(c.var.tenant, deployment_id);
       return c.body(null, 204);
-    });
+    }));
 }

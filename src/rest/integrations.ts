@@ -1,7 +1,8 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { type CodehostInstallation, type InstallationService, installationPageSchema } from "../core/installations.js";
-import type { CodehostRepository, RepositoryService } from "../core/repositories.js";
+import { type CodehostInstallation, type InstallationService, installationPageSchema, installationRegisterSchema } from "../core/installations.js";
+import { type CodehostRepository, type RepositoryService, repositorySetSchema } from "../core/repositories.js";
+import { describe, notFound } from "./docs.js";
 import { type Env, pathParams, queryParams, readJson } from "./http.js";
 
 const integrationParam = z.object({ integration_id: z.uuid() });
@@ -32,32 +33,46 @@ export const presentRepository = (r: CodehostRepository) => ({
   default_branch: r.defaultBranch,
 });
 
+const basicInstallationSchema = z.object({ id: z.uuid(), installation_id: z.number().int(), name: z.string() });
+const installationSchema = basicInstallationSchema.extend({ repository_selection: z.string().nullable(), settings_url: z.string().nullable() });
+const repositorySchema = z.object({
+  host_integration_id: z.uuid(),
+  id: z.number().int(),
+  name: z.string(),
+  owner: z.string(),
+  url: z.string(),
+  default_branch: z.string(),
+});
+const tag = "Integrations";
+const repositoriesDoc = (summary: string) =>
+  ({ tag, summary, params: integrationParam, responses: { 200: { description: "The installation's repositories", schema: z.array(repositorySchema) }, 404: notFound } }) as const;
+
 export function integrationRoutes(installations: InstallationService, repositories: RepositoryService) {
   const listRepositories = async (c: import("hono").Context<Env>) => {
     const { integration_id } = pathParams(c, integrationParam);
     return c.json((await repositories.list(c.var.tenant, integration_id)).map(presentRepository));
   };
   return new Hono<Env>()
-    .get(FORGE, async (c) => {
+    .get(FORGE, describe({ tag, summary: "List code-host installations (cursor paging)", query: installationPageSchema, responses: { 200: { description: "A page of installations", schema: z.object({ items: z.array(installationSchema), next_cursor: z.string().nullable() }) } } }, async (c) => {
       const page = await installations.page(c.var.tenant, queryParams(c, installationPageSchema));
       return c.json({ items: page.items.map(presentInstallation), next_cursor: page.nextCursor });
-    })
-    .post(FORGE, async (c) => {
+    }))
+    .post(FORGE, describe({ tag, summary: "Register a code-host installation", body: installationRegisterSchema, idempotent: true, responses: { 201: { description: "The installation", schema: installationSchema } } }, async (c) => {
       const installation = await installations.register(c.var.tenant, await readJson(c));
       return c.json(presentInstallation(installation), 201);
-    })
+    }))
     // Registers the repositories an installation gives access to, replacing those registered before.
-    .put(`${FORGE}/:integration_id/repositories`, async (c) => {
+    .put(`${FORGE}/:integration_id/repositories`, describe({ tag, summary: "Replace an installation's repositories", params: integrationParam, body: repositorySetSchema, responses: { 200: { description: "The installation's repositories", schema: z.array(repositorySchema) }, 404: notFound } }, async (c) => {
       const { integration_id } = pathParams(c, integrationParam);
       return c.json((await repositories.replace(c.var.tenant, integration_id, await readJson(c))).map(presentRepository));
-    })
-    .get("/v1/integrations/codehost/install", async (c) => {
+    }))
+    .get("/v1/integrations/codehost/install", describe({ tag, summary: "List code-host installations (v1)", responses: { 200: { description: "Every installation", schema: z.array(basicInstallationSchema) } } }, async (c) => {
       return c.json((await installations.all(c.var.tenant)).map(presentBasicInstallation));
-    })
+    }))
     // The forge variants list the same installations and repositories: this service has one code host.
-    .get("/v1/integrations/forge/codehost/install", async (c) => {
+    .get("/v1/integrations/forge/codehost/install", describe({ tag, summary: "List code-host installations (v1, forge variant)", responses: { 200: { description: "Every installation", schema: z.array(basicInstallationSchema) } } }, async (c) => {
       return c.json((await installations.all(c.var.tenant)).map(presentBasicInstallation));
-    })
-    .get("/v1/integrations/codehost/:integration_id/repos", listRepositories)
-    .get("/v1/integrations/forge/codehost/:integration_id/repos", listRepositories);
+    }))
+    .get("/v1/integrations/codehost/:integration_id/repos", describe(repositoriesDoc("List an installation's repositories (v1)"), listRepositories))
+    .get("/v1/integrations/forge/codehost/:integration_id/repos", describe(repositoriesDoc("List an installation's repositories (v1, forge variant)"), listRepositories));
 }

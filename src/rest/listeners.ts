@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import type { Listener, ListenerService } from "../core/listeners.js";
+import { type Listener, type ListenerService, listenerCreateSchema, listenerUpdateSchema } from "../core/listeners.js";
+import { describe, jsonObject, notFound, timestamp } from "./docs.js";
 import { offsetQuery } from "../core/pagination.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 
@@ -17,27 +18,39 @@ export const presentListener = (l: Listener) => ({
   version: l.version,
 });
 
+export const listenerSchema = z.object({
+  id: z.uuid(),
+  compute_type: z.string(),
+  compute_id: z.string(),
+  compute_config: jsonObject,
+  created_at: timestamp,
+  updated_at: timestamp,
+  version: z.string().nullable(),
+});
+const listenerPage = z.object({ resources: z.array(listenerSchema), offset: z.number().int() });
+const tag = "Listeners";
+
 export function listenerRoutes(listeners: ListenerService) {
   return new Hono<Env>()
-    .get("/v2/listeners", async (c) => {
+    .get("/v2/listeners", describe({ tag, summary: "List listeners", query: listQuery, responses: { 200: { description: "A page of listeners", schema: listenerPage } } }, async (c) => {
       const page = await listeners.list(c.var.tenant, queryParams(c, listQuery));
       return c.json({ resources: page.resources.map(presentListener), offset: page.offset });
-    })
-    .post("/v2/listeners", async (c) => {
+    }))
+    .post("/v2/listeners", describe({ tag, summary: "Create a listener", body: listenerCreateSchema, idempotent: true, responses: { 201: { description: "The listener", schema: listenerSchema } } }, async (c) => {
       const listener = await listeners.create(c.var.tenant, await readJson(c));
       return c.json(presentListener(listener), 201);
-    })
-    .get("/v2/listeners/:listener_id", async (c) => {
+    }))
+    .get("/v2/listeners/:listener_id", describe({ tag, summary: "Get a listener", params: idParam, responses: { 200: { description: "The listener", schema: listenerSchema }, 404: notFound } }, async (c) => {
       const { listener_id } = pathParams(c, idParam);
       return c.json(presentListener(await listeners.get(c.var.tenant, listener_id)));
-    })
-    .patch("/v2/listeners/:listener_id", async (c) => {
+    }))
+    .patch("/v2/listeners/:listener_id", describe({ tag, summary: "Update a listener's version or compute_config", params: idParam, body: listenerUpdateSchema, responses: { 200: { description: "The listener", schema: listenerSchema }, 404: notFound } }, async (c) => {
       const { listener_id } = pathParams(c, idParam);
       return c.json(presentListener(await listeners.update(c.var.tenant, listener_id, await readJson(c))));
-    })
-    .delete("/v2/listeners/:listener_id", async (c) => {
+    }))
+    .delete("/v2/listeners/:listener_id", describe({ tag, summary: "Delete a listener", params: idParam, responses: { 204: { description: "Deleted" }, 404: notFound } }, async (c) => {
       const { listener_id } = pathParams(c, idParam);
       await listeners.delete(c.var.tenant, listener_id);
       return c.body(null, 204);
-    });
+    }));
 }

@@ -1,7 +1,8 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { LogLine, LogPage, LogService } from "../core/logs.js";
-import type { LogKind } from "../core/schemas/logs.js";
+import { type LogKind, logQuerySchema } from "../core/schemas/logs.js";
+import { describe, notFound, timestamp } from "./docs.js";
 import { type Env, pathParams, readJson } from "./http.js";
 
 const deploymentParam = z.object({ deployment_id: z.uuid() });
@@ -12,8 +13,13 @@ export const presentLogLine = (l: LogLine) => ({ id: l.id, timestamp: l.timestam
 
 const presentPage = (page: LogPage) => ({ logs: page.logs.map(presentLogLine), next_offset: page.nextOffset });
 
-/** The paths of the log reads: POSTs that change nothing (no Idempotency-Key bookkeeping). */
-export const isLogRead = (path: string) => /^\/v1\/projects\/[^/]+\/(revisions\/[^/]+\/)?(build|deploy)_logs$/.test(path);
+const logPage = z.object({
+  logs: z.array(z.object({ id: z.string(), timestamp, level: z.string(), message: z.string() })),
+  next_offset: z.string().nullable().describe("Pass it back as `offset` for the next page; null at the end"),
+});
+const tag = "Logs";
+const logDoc = (summary: string, params: z.ZodType) =>
+  ({ tag, summary, params, body: logQuerySchema, responses: { 200: { description: "A page of log lines", schema: logPage }, 404: notFound } }) as const;
 
 /** The log reads the official command-line tool makes (COMPAT.md "Logs"): POSTs that read. */
 export function logRoutes(logs: LogService) {
@@ -22,10 +28,10 @@ export function logRoutes(logs: LogService) {
     return c.json(presentPage(await logs.revisionLogs(c.var.tenant, deployment_id, revision_id, kind, await readJson(c))));
   };
   return new Hono<Env>()
-    .post("/v1/projects/:deployment_id/revisions/:revision_id/build_logs", revisionLog("build"))
-    .post("/v1/projects/:deployment_id/revisions/:revision_id/deploy_logs", revisionLog("deploy"))
-    .post("/v1/projects/:deployment_id/deploy_logs", async (c) => {
+    .post("/v1/projects/:deployment_id/revisions/:revision_id/build_logs", describe(logDoc("Read a revision's build log", revisionParams), revisionLog("build")))
+    .post("/v1/projects/:deployment_id/revisions/:revision_id/deploy_logs", describe(logDoc("Read a revision's deploy log", revisionParams), revisionLog("deploy")))
+    .post("/v1/projects/:deployment_id/deploy_logs", describe(logDoc("Read a deployment's deploy log (all its revisions)", deploymentParam), async (c) => {
       const { deployment_id } = pathParams(c, deploymentParam);
       return c.json(presentPage(await logs.deploymentLogs(c.var.tenant, deployment_id, await readJson(c))));
-    });
+    }));
 }

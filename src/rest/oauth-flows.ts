@@ -3,7 +3,8 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { Core } from "../core/index.js";
 import type { CallbackResult } from "../core/oauth-flows.js";
-import { providerSlugSchema } from "../core/schemas/oauth.js";
+import { authenticateSchema, callbackQuerySchema, finalizeSchema, providerSlugSchema, waitQuerySchema } from "../core/schemas/oauth.js";
+import { describe, errorSchema, notFound, nullableTimestamp } from "./docs.js";
 import { type Env, iso, pathParams, readJson } from "./http.js";
 
 const providerParam = z.object({ provider_id: providerSlugSchema });
@@ -20,6 +21,14 @@ const presentCallback = ({ flow, token }: CallbackResult) => ({
   token_id: token.id,
 });
 
+const tag = "OAuth flows";
+const callbackSchema = z.object({ status: z.literal("completed"), auth_id: z.string(), provider_id: z.string(), token_id: z.string() });
+const setupQuery = callbackQuerySchema.extend({
+  setup_action: z.string().optional().describe("The code host's post-installation action"),
+  installation_id: z.string().optional().describe("The installation the code host set up"),
+});
+const callbackRefused = { 400: { description: "Unknown, expired or used state; or the provider refused", schema: errorSchema } };
+
 /**
  * The provider's redirect back to this service, opened by the user's browser: it carries no
  * credentials of ours, so these routes are mounted ahead of authentication. The single-use state
@@ -32,20 +41,26 @@ export function oauthCallbackRoutes(core: Pick<Core, "oauthFlows">) {
     return c.json(presentCallback(await flows.callback(provider_id, queryOf(c))));
   };
   return new Hono()
-    .get("/v2/auth/callback/:provider_id", callback)
+    .get(
+      "/v2/auth/callback/:provider_id",
+      describe(
+        { tag, auth: "none", summary: "The provider's redirect back (opened by the user's browser)", description: "Carries no credentials of ours: the single-use state names the flow.", params: providerParam, query: callbackQuerySchema, responses: { 200: { description: "The flow is complete; the token is stored", schema: callbackSchema }, ...callbackRefused } },
+        callback,
+      ),
+    )
     // The setup variant (a code-host app's post-installation redirect) finishes a flow the same way.
-    .get("/v2/auth/setup/:provider_id", async (c) => {
+    .get("/v2/auth/setup/:provider_id", describe({ tag, auth: "none", summary: "A code-host app's post-installation redirect: finishes the flow like the callback", params: providerParam, query: setupQuery, responses: { 200: { description: "The flow is complete", schema: callbackSchema.extend({ setup_action: z.string().nullable(), installation_id: z.number().int().nullable() }) }, ...callbackRefused } }, async (c) => {
       const { provider_id } = pathParams(c, providerParam);
       const query = queryOf(c);
       const result = await flows.callback(provider_id, query);
       return c.json({ ...presentCallback(result), setup_action: query.setup_action ?? null, installation_id: query.installation_id ? Number(query.installation_id) : null });
-    });
+    }));
 }
 
 export function oauthFlowRoutes(core: Pick<Core, "oauthFlows">) {
   const flows = core.oauthFlows;
   return new Hono<Env>()
-    .post("/v2/auth/authenticate", async (c) => {
+    .post("/v2/auth/authenticate", describe({ tag, summary: "Start (or reuse) an OAuth flow for a user", body: authenticateSchema, responses: { 200: { description: "completed with the token, or pending with the URL to send the user to", schema: z.object({ status: z.enum(["completed", "pending", "token_expired"]), url: z.string().nullable(), auth_id: z.string().nullable(), token: z.string().nullable(), user_id: z.string().nullable(), metadata: z.object({ token_id: z.string().optional(), provider_id: z.string().optional(), scopes: z.array(z.string()), expires_at: nullableTimestamp }).nullable() }) }, 404: notFound } }, async (c) => {
       const result = await flows.authenticate(c.var.tenant, await readJson(c), new URL(c.req.url).origin);
       return c.json({
         status: result.status,
@@ -59,14 +74,14 @@ export function oauthFlowRoutes(core: Pick<Core, "oauthFlows">) {
             ? { expires_at: iso(result.flow.expiresAt), scopes: result.flow.scopes }
             : null,
       });
-    })
-    .post("/v2/auth/callback/:provider_id", async (c) => {
+    }))
+    .post("/v2/auth/callback/:provider_id", describe({ tag, summary: "Finish a flow with the code and state the provider gave (a client that caught the redirect itself)", params: providerParam, body: finalizeSchema, responses: { 200: { description: "The flow is complete", schema: callbackSchema }, ...callbackRefused } }, async (c) => {
       const { provider_id } = pathParams(c, providerParam);
       return c.json(presentCallback(await flows.finalize(c.var.tenant, provider_id, await readJson(c))));
-    })
-    .get("/v2/auth/wait/:auth_id", async (c) => {
+    }))
+    .get("/v2/auth/wait/:auth_id", describe({ tag, summary: "Wait (long-poll) for a flow to complete", params: authParam, query: waitQuerySchema, responses: { 200: { description: "The flow's status; the token once completed", schema: z.object({ status: z.enum(["completed", "pending", "timeout", "not_found"]), token: z.string().nullable() }) } } }, async (c) => {
       const { auth_id } = pathParams(c, authParam);
       const result = await flows.wait(c.var.tenant, auth_id, queryOf(c), c.req.raw.signal);
       return c.json({ status: result.status, token: result.accessToken });
-    });
+    }));
 }

@@ -2,9 +2,12 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { DeploymentService } from "../core/deployments.js";
 import { type Revision, type RevisionService, revisionSourceRevisionConfig } from "../core/revisions.js";
-import { revisionListQuerySchema } from "../core/schemas/deployment.js";
+import { revisionListQuerySchema, revisionStatusSchema } from "../core/schemas/deployment.js";
 import { presentDeployment } from "./deployments.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
+import { revisionCreateSchema } from "../core/schemas/deployment.js";
+import { describe, errorSchema, jsonObject, notFound, timestamp } from "./docs.js";
+import { deploymentSchema } from "./deployments.js";
 
 const deploymentParam = z.object({ deployment_id: z.uuid() });
 const revisionParams = z.object({ deployment_id: z.uuid(), revision_id: z.uuid() });
@@ -20,30 +23,42 @@ export const presentRevision = (r: Revision) => ({
   status_message: r.statusMessage,
 });
 
+export const revisionSchema = z.object({
+  id: z.uuid(),
+  created_at: timestamp,
+  updated_at: timestamp,
+  status: revisionStatusSchema,
+  source: z.string(),
+  source_revision_config: jsonObject,
+  status_message: z.string(),
+});
+const revisionPage = z.object({ resources: z.array(revisionSchema), offset: z.number().int() });
+const tag = "Revisions";
+
 export function revisionRoutes(services: { deployments: DeploymentService; revisions: RevisionService }) {
   const { deployments, revisions } = services;
   const base = "/v2/deployments/:deployment_id/revisions";
   return new Hono<Env>()
-    .get(base, async (c) => {
+    .get(base, describe({ tag, summary: "List a deployment's revisions", params: deploymentParam, query: revisionListQuerySchema, responses: { 200: { description: "A page of revisions, newest first", schema: revisionPage }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, deploymentParam);
       const page = await revisions.list(c.var.tenant, deployment_id, queryParams(c, revisionListQuerySchema));
       return c.json({ resources: page.resources.map(presentRevision), offset: page.offset });
-    })
-    .post(base, async (c) => {
+    }))
+    .post(base, describe({ tag, summary: "Create a revision (deploy)", params: deploymentParam, body: revisionCreateSchema, idempotent: true, responses: { 201: { description: "The revision", schema: revisionSchema }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, deploymentParam);
       const revision = await deployments.createRevision(c.var.tenant, deployment_id, await readJson(c));
       return c.json(presentRevision(revision), 201);
-    })
-    .get(`${base}/:revision_id`, async (c) => {
+    }))
+    .get(`${base}/:revision_id`, describe({ tag, summary: "Get a revision", params: revisionParams, responses: { 200: { description: "The revision", schema: revisionSchema }, 404: notFound } }, async (c) => {
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentRevision(await revisions.get(c.var.tenant, deployment_id, revision_id)));
-    })
-    .post(`${base}/:revision_id/redeploy`, async (c) => {
+    }))
+    .post(`${base}/:revision_id/redeploy`, describe({ tag, summary: "Redeploy a revision", params: revisionParams, idempotent: true, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound } }, async (c) => {
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentDeployment(await deployments.redeploy(c.var.tenant, deployment_id, revision_id)));
-    })
-    .post(`${base}/:revision_id/interrupt`, async (c) => {
+    }))
+    .post(`${base}/:revision_id/interrupt`, describe({ tag, summary: "Interrupt a revision in progress", params: revisionParams, idempotent: true, responses: { 200: { description: "The revision", schema: revisionSchema }, 404: notFound, 409: { description: "The revision has ended already", schema: errorSchema } } }, async (c) => {
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentRevision(await revisions.interrupt(c.var.tenant, deployment_id, revision_id)));
-    });
+    }));
 }

@@ -7,6 +7,7 @@ import { Writable } from "node:stream";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { type App, buildApp } from "../../src/app.js";
+import { createWorkspace } from "../../src/core/workspaces.js";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createTestDatabase, request, TEST_SECRETS_KEY } from "../support/app.js";
@@ -111,6 +112,40 @@ describe("bootstrap", { timeout: 120_000 }, () => {
     const first = await boot(db, { BOOTSTRAP_API_KEY: key, BOOTSTRAP_TENANT_ID: randomUUID() });
     await first.app.stop();
     await expect(boot(db, { BOOTSTRAP_API_KEY: key, BOOTSTRAP_TENANT_ID: randomUUID() })).rejects.toThrow(/another workspace/);
+  });
+
+  it("BOOTSTRAP_API_KEY on an existing single-workspace data folder binds to that workspace, and says so", async () => {
+    const db = await persistentDatabase();
+    const first = await boot(db);
+    const firstKey = first.lines.find((l) => l.api_key !== undefined)!.api_key as string;
+    await addListener(first.app, firstKey, "existing");
+    await first.app.stop();
+
+    const key = `boot-${randomUUID()}`;
+    const second = await boot(db, { BOOTSTRAP_API_KEY: key });
+    try {
+      expect(await counts(second.app)).toEqual({ organizations: 1, workspaces: 1, keys: 2 });
+      expect(computeIds(await second.get(key))).toEqual(["existing"]);
+      expect(second.lines).toEqual(expect.arrayContaining([expect.objectContaining({ level: 30, msg: expect.stringContaining("bound to the existing workspace") })]));
+    } finally {
+      await second.app.stop();
+    }
+  });
+
+  it("BOOTSTRAP_API_KEY beside several workspaces, none named, makes a new one and warns loudly", async () => {
+    const db = await persistentDatabase();
+    const first = await boot(db);
+    await createWorkspace(first.app.db.prisma, { name: "second" });
+    await first.app.stop();
+    const second = await boot(db, { BOOTSTRAP_API_KEY: `boot-${randomUUID()}` });
+    try {
+      expect(await counts(second.app)).toMatchObject({ workspaces: 3 });
+      expect(second.lines).toEqual(
+        expect.arrayContaining([expect.objectContaining({ level: 40, other_workspaces: 2, msg: expect.stringContaining("NEW, empty workspace") })]),
+      );
+    } finally {
+      await second.app.stop();
+    }
   });
 
   it("with neither set and no key in the database, creates a workspace and a key and logs the key once", async () => {

@@ -62,7 +62,7 @@ async function npmStart(detached: boolean) {
   const port = await freePort();
   const dataDir = mkdtempSync(join(tmpdir(), "dcp-npm-start-"));
   dirs.push(dataDir);
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: "memory://", DATA_DIR: dataDir, LOG_LEVEL: "info" };
+  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: "memory://", DATA_DIR: dataDir, LOG_LEVEL: "info", METRICS_PORT: "0" };
   for (const name of ["TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER"]) delete env[name];
   const npm = reaped(spawn("npm", ["start", "--silent"], { cwd: ROOT, env, detached, stdio: ["ignore", "pipe", "pipe"] }));
   let output = "";

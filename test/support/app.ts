@@ -10,6 +10,7 @@ import { createWorkspace, type NewWorkspace } from "../../src/core/workspaces.js
 import { createLogger } from "../../src/logger.js";
 import { adminQuery, withDatabase } from "./global-setup.js";
 import { LeakGuard } from "./leak-guard.js";
+import { contractViolation } from "./openapi-contract.js";
 
 export const TEST_SECRETS_KEY = Buffer.alloc(32, 7).toString("base64");
 export const TEST_JWT_SECRET = "test-jwt-secret-that-is-at-least-32-characters";
@@ -91,6 +92,7 @@ export async function startTestApp(
     LOG_LEVEL: "trace",
     PIPELINE_STEP_MS: "20",
     PORT: "0",
+    METRICS_PORT: "0",
     ...env,
   });
   const guard = new LeakGuard();
@@ -134,7 +136,13 @@ function watched(fetch: App["fetch"], guard: LeakGuard, registerSecrets: boolean
     const { pathname } = new URL(request.url);
     const where = `${request.method} ${pathname} -> ${response.status}`;
     const streaming = STREAMING.test(response.headers.get("content-type") ?? "");
-    guard.recordResponse(where, response.headers, streaming || !response.body ? "" : await response.clone().text());
+    const text = streaming || !response.body ? "" : await response.clone().text();
+    guard.recordResponse(where, response.headers, text);
+    // Every answer matches what openapi.json documents for it (test/support/openapi-contract.ts).
+    if (!streaming) {
+      const violation = contractViolation(request.method, pathname, response.status, response.headers.get("content-type"), text);
+      if (violation) throw new Error(`the answer does not match openapi.json: ${violation}`);
+    }
     return response;
   };
 }

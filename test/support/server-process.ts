@@ -5,7 +5,7 @@ import { freePort, reaped } from "../../scripts/lib/processes.js";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /** Settings of the test run that must not leak into a server child's own. */
-const INHERITED_OUT = ["DATABASE_URL", "DATA_DIR", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER", "PIPELINE_LEASE_MS", "LOG_LEVEL", "PORT", "HOST"];
+const INHERITED_OUT = ["DATABASE_URL", "DATA_DIR", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER", "PIPELINE_LEASE_MS", "LOG_LEVEL", "PORT", "HOST", "METRICS_PORT"];
 
 /** A server child process: `node --import tsx src/main.ts`, the service's entry point from its sources. */
 export interface ServerProcess {
@@ -27,7 +27,7 @@ export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 
   const child = reaped(
     spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: ROOT,
-      env: { ...base, HOST: "127.0.0.1", PORT: String(port), ...env },
+      env: { ...base, HOST: "127.0.0.1", PORT: String(port), METRICS_PORT: "0", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     }),
   );

@@ -1,0 +1,91 @@
+import { type DocumentNode, type ExecutionResult, getOperationAST } from "graphql";
+import type { Plugin } from "graphql-yoga";
+import type { Tenant } from "../core/auth.js";
+import { recordTenant } from "../middleware/access-log.js";
+import type { Metrics, RequestRecord } from "../middleware/metrics.js";
+
+/** The operation's name for logs and metric labels: bounded, and "anonymous" when it has none. */
+export function operationLabel(document: DocumentNode | undefined, operationName: string | null | undefined): { name: string; type: string } {
+  const op = document ? getOperationAST(document, operationName) : null;
+  const name = op?.name?.value ?? operationName ?? "anonymous";
+  return { name: name.slice(0, 100), type: op?.operation ?? "unknown" };
+}
+
+const outcomeOf = (result: ExecutionResult | AsyncIterable<unknown>): "ok" | "error" =>
+  Symbol.asyncIterator in result ? "ok" : result.errors && result.errors.length > 0 ? "error" : "ok";
+
+/**
+ * For the access log and metrics, over HTTP (queries, mutations, SSE subscriptions): the operation's
+ * name and the caller into the request's record, each operation counted by name, type and outcome,
+ * and each SSE subscription counted open until it ends. graphql-ws counts its own (ws.ts).
+ */
+export function useObservedOperations(metrics: Metrics | null): Plugin {
+  return {
+    onParams({ params, context }) {
+      const record = (context as { record?: RequestRecord }).record;
+      if (record && typeof params.operationName === "string") record.operationName = params.operationName.slice(0, 100);
+    },
+    onExecute({ args }) {
+      const ctx = args.contextValue as { record?: RequestRecord; tenant?: Tenant };
+      const { name, type } = operationLabel(args.document, args.operationName);
+      if (ctx.record) {
+        ctx.record.operationName = name;
+        if (ctx.tenant) recordTenant(ctx.record, ctx.tenant);
+      }
+      return {
+        onExecuteDone({ result }) {
+          metrics?.graphqlOperations.inc({ operation: name, type, outcome: outcomeOf(result) });
+        },
+      };
+    },
+    onSubscribe({ args }) {
+      const ctx = args.contextValue as { record?: RequestRecord; tenant?: Tenant };
+      const { name, type } = operationLabel(args.document, args.operationName);
+      if (ctx.record) {
+        ctx.record.operationName = name;
+        if (ctx.tenant) recordTenant(ctx.record, ctx.tenant);
+      }
+      return {
+        onSubscribeResult({ result }) {
+          metrics?.graphqlOperations.inc({ operation: name, type, outcome: outcomeOf(result) });
+          if (!metrics || !(Symbol.asyncIterator in result)) return;
+          const closed = metrics.subscriptionOpened("sse");
+          return { onEnd: closed };
+        },
+      };
+    },
+  };
+}
+
+/**
+ * A graphql-ws subscription's stream, counted open until it ends (completed, or its socket closed).
+ * An iterator rather than an async generator: a generator waiting on the next event would queue
+ * return() until that event came, and a quiet subscription would stay counted after its socket closed.
+ */
+export function countedOpen<T>(stream: AsyncIterable<T>, closed: () => void): AsyncIterableIterator<T> {
+  const inner = stream[Symbol.asyncIterator]();
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      try {
+        const result = await inner.next();
+        if (result.done) closed();
+        return result;
+      } catch (err) {
+        closed();
+        throw err;
+      }
+    },
+    async return(value?: unknown) {
+      closed();
+      return inner.return ? inner.return(value) : { done: true, value: value as T };
+    },
+    async throw(err?: unknown) {
+      closed();
+      if (inner.throw) return inner.throw(err);
+      throw err;
+    },
+  };
+}

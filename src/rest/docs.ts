@@ -1,0 +1,196 @@
+import type { Hono } from "hono";
+import { z } from "zod";
+import { isPostRead } from "../middleware/idempotency.js";
+
+/**
+ * The OpenAPI 3.1 document of the REST face, made from the same zod schemas the routes validate
+ * with: each route handler is wrapped in describe() with its summary, parameters, body and answers,
+ * and openApiDocument() walks the app's routes, so a route without a description is an error, not a
+ * gap in the reference (test/rest/openapi.test.ts).
+ */
+
+type Schema = z.ZodType;
+
+export interface Answer {
+  description: string;
+  /** The JSON body; none: the answer has no body (204). */
+  schema?: Schema;
+  headers?: Record<string, string>;
+}
+
+export interface RouteDoc {
+  summary: string;
+  description?: string;
+  tag: string;
+  /** How the caller authenticates: an API key or bearer token (default), nothing, the registry's Basic push token, or a signed URL. */
+  auth?: "api" | "none" | "push-token" | "signed-url";
+  params?: Schema;
+  query?: Schema;
+  body?: Schema;
+  /** The body's media type when it is not JSON (an upload). */
+  bodyMedia?: string;
+  /** Honours Idempotency-Key (POSTs under /v1 and /v2 do). */
+  idempotent?: boolean;
+  responses: Record<number, Answer>;
+}
+
+const docs = new WeakMap<object, RouteDoc>();
+
+/** Attaches a route's documentation to its handler; returns the handler unchanged. */
+export function describe<H extends object>(doc: RouteDoc, handler: H): H {
+  docs.set(handler, doc);
+  return handler;
+}
+
+/** SPEC.md's error shape: `{detail: "message"}`, or for 422 `{detail: [issues]}`. */
+export const validationIssue = z.object({
+  loc: z.array(z.union([z.string(), z.number()])),
+  msg: z.string(),
+  type: z.string(),
+  input: z.unknown().optional(),
+  ctx: z.record(z.string(), z.unknown()).optional(),
+});
+export const errorSchema = z.object({ detail: z.union([z.string(), z.array(validationIssue)]) });
+
+const jsonSchema = (schema: Schema, io: "input" | "output") => {
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any", target: "draft-2020-12", reused: "inline" }) as Record<string, unknown>;
+  return rest;
+};
+
+const ERROR_REF = { $ref: "#/components/schemas/Error" };
+const errorAnswer = (description: string) => ({ description, content: { "application/json": { schema: ERROR_REF } } });
+
+/** `/v2/deployments/:deployment_id` as OpenAPI writes it: `/v2/deployments/{deployment_id}`. */
+export const openApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, "{$1}");
+
+function parameters(schema: Schema | undefined, where: "path" | "query") {
+  if (!schema) return [];
+  const json = jsonSchema(schema, "input") as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+  return Object.entries(json.properties ?? {}).map(([name, property]) => {
+    const { description, ...rest } = property;
+    return {
+      name,
+      in: where,
+      required: where === "path" || (json.required ?? []).includes(name),
+      ...(typeof description === "string" ? { description } : {}),
+      schema: rest,
+    };
+  });
+}
+
+const IDEMPOTENCY_KEY = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  description:
+    "Makes a retry safe: the first request with a key runs and its answer is kept; a retry with the same key and body gets that answer again, with `Idempotent-Replayed: true`, and runs nothing. Reusing a key with another body is a 422. Answers of 5xx, and answers that carry a credential, are not kept.",
+  schema: { type: "string", minLength: 1, maxLength: 255 },
+};
+
+const SECURITY: Record<NonNullable<RouteDoc["auth"]>, object[]> = {
+  api: [{ ApiKey: [] }, { ApiKey: [], TenantId: [] }, { Bearer: [] }],
+  none: [],
+  "push-token": [{ PushToken: [] }],
+  "signed-url": [],
+};
+
+function operation(method: string, path: string, doc: RouteDoc) {
+  const auth = doc.auth ?? "api";
+  const params = [
+    ...parameters(doc.params, "path"),
+    ...parameters(doc.query, "query"),
+    // The idempotency middleware takes every authenticated POST under /v1 and /v2 that changes something.
+    ...(doc.idempotent || (method === "post" && auth === "api" && /^\/v[12]\//.test(path) && !isPostRead(path)) ? [IDEMPOTENCY_KEY] : []),
+  ];
+  const responses: Record<string, unknown> = {};
+  for (const [status, answer] of Object.entries(doc.responses)) {
+    responses[status] = {
+      description: answer.description,
+      ...(answer.headers ? { headers: Object.fromEntries(Object.entries(answer.headers).map(([h, d]) => [h, { description: d, schema: { type: "string" } }])) } : {}),
+      ...(answer.schema ? { content: { "application/json": { schema: jsonSchema(answer.schema, "output") } } } : {}),
+    };
+  }
+  const errors: Record<string, string> = {};
+  if (doc.params || doc.query || doc.body) errors["422"] = "Invalid input: `detail` lists each problem (loc, msg, type).";
+  if (auth === "api") {
+    errors["401"] = "No valid API key or bearer token.";
+    errors["403"] = "The key or token has no access to the requested workspace.";
+  }
+  if (doc.body) errors["413"] = "The body is larger than the limit.";
+  errors["429"] = "Too many requests (or failed authentications): retry after `Retry-After` seconds.";
+  errors["503"] = "The database is unavailable: retry after `Retry-After` seconds.";
+  for (const [status, description] of Object.entries(errors)) if (!(status in responses)) responses[status] = errorAnswer(description);
+  responses.default = errorAnswer("Any other error, in the same shape.");
+  return {
+    operationId: `${method}${path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ""))}`,
+    summary: doc.summary,
+    ...(doc.description ? { description: doc.description } : {}),
+    tags: [doc.tag],
+    security: SECURITY[auth],
+    ...(params.length > 0 ? { parameters: params } : {}),
+    ...(doc.body
+      ? { requestBody: { required: false, content: { [doc.bodyMedia ?? "application/json"]: { schema: doc.bodyMedia ? { type: "string", contentMediaType: doc.bodyMedia } : jsonSchema(doc.body, "input") } } } }
+      : {}),
+    responses,
+  };
+}
+
+export interface Route {
+  method: string;
+  path: string;
+  handler: object;
+}
+
+/** The routes of an app: every method-specific route (middleware excluded). */
+export const routesOf = (app: Hono<any>): Route[] => app.routes.filter((r) => r.method !== "ALL").map((r) => ({ method: r.method, path: r.path, handler: r.handler }));
+
+/** Routes that have no description: the document would not show them. */
+export const undescribed = (routes: Route[]) => routes.filter((r) => !docs.has(r.handler)).map((r) => `${r.method} ${r.path}`);
+
+/** The OpenAPI 3.1 document of these routes; throws when one is undescribed. */
+export function openApiDocument(routes: Route[], version: string): Record<string, unknown> {
+  const missing = undescribed(routes);
+  if (missing.length > 0) throw new Error(`routes without describe(): ${missing.join(", ")}`);
+  const paths: Record<string, Record<string, unknown>> = {};
+  const seen = new Set<string>();
+  for (const route of routes) {
+    const path = openApiPath(route.path);
+    const key = `${route.method} ${path}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    (paths[path] ??= {})[route.method.toLowerCase()] = operation(route.method.toLowerCase(), path, docs.get(route.handler)!);
+  }
+  const sorted = Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b)));
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Deployment control plane",
+      version,
+      description:
+        "The REST face of the deployment control plane. Authenticate with `X-Api-Key` (an organisation-wide key also needs `X-Tenant-Id`) or `Authorization: Bearer <HS256 token>`. Errors are `{\"detail\": \"message\"}`, or for 422 `{\"detail\": [issues]}`. POSTs under /v1 and /v2 that change something honour `Idempotency-Key` (the log reads do not need it). Every answer carries `X-Request-Id` (yours, if you sent a valid one).",
+    },
+    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
+    servers: [{ url: "/" }],
+    paths: sorted,
+    components: {
+      schemas: { Error: jsonSchema(errorSchema, "output") },
+      securitySchemes: {
+        ApiKey: { type: "apiKey", in: "header", name: "X-Api-Key" },
+        TenantId: { type: "apiKey", in: "header", name: "X-Tenant-Id", description: "The workspace, for an organisation-wide key." },
+        Bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT" },
+        PushToken: { type: "http", scheme: "basic", description: "The push token issued by POST /v2/deployments/{deployment_id}/push-token, as the password." },
+      },
+    },
+  };
+}
+
+/** Shapes the answers share. */
+export const timestamp = z.iso.datetime();
+export const nullableTimestamp = timestamp.nullable();
+/** A JSON object whose fields the service does not constrain further here. */
+export const jsonObject = z.record(z.string(), z.unknown());
+/** The 404 of a route whose path names something. */
+export const notFound: Answer = { description: "No such object in the caller's workspace", schema: errorSchema };
+
+/** The REST API's version in the document. */
+export const API_VERSION = "2.0.0";

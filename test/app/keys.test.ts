@@ -1,0 +1,92 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { buildApp } from "../../src/app.js";
+import { loadConfig } from "../../src/config.js";
+import { hashApiKey } from "../../src/core/auth.js";
+import { createWorkspace } from "../../src/core/workspaces.js";
+import { createLogger } from "../../src/logger.js";
+import { createTestDatabase, startTestApp, TEST_SECRETS_KEY, type TestApp } from "../support/app.js";
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const run = promisify(execFile);
+const apps: TestApp[] = [];
+const dirs: string[] = [];
+afterAll(async () => {
+  for (const app of apps) await app.close();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("API keys", { timeout: 180_000 }, () => {
+  it("are created (hash only, the value once), listed and revoked by the core", async () => {
+    const t = await startTestApp();
+    apps.push(t);
+    const ws = await t.workspace();
+    const { key, summary } = await t.app.core.apiKeys.create({ workspaceId: ws.workspaceId, name: "ci" });
+    expect(key).toMatch(/^dcp_/);
+    const row = await t.app.db.prisma.apiKey.findUniqueOrThrow({ where: { id: summary.id } });
+    expect(row.keyHash).toBe(hashApiKey(key));
+    expect(JSON.stringify(row)).not.toContain(key);
+    expect((await t.request("GET", "/v2/listeners", { key })).status).toBe(200);
+    const listed = (await t.app.core.apiKeys.list()).find((k) => k.id === summary.id)!;
+    expect(listed).toMatchObject({ name: "ci", prefix: key.slice(0, 8), workspaceId: ws.workspaceId, revokedAt: null });
+
+    // Cached by the authenticator after that request: revocation still takes effect at once.
+    await t.app.core.apiKeys.revoke(summary.id);
+    const refused = await t.request("GET", "/v2/listeners", { key });
+    expect(refused.status).toBe(401);
+    expect(refused.body.detail).toMatch(/revoked/);
+    expect((await t.app.core.apiKeys.list()).find((k) => k.id === summary.id)!.revokedAt).toBeInstanceOf(Date);
+  });
+
+  it("revoked on one replica stop working on every replica at once (PostgreSQL)", async (ctx) => {
+    if (!inject("pgTemplate")) ctx.skip("needs PostgreSQL (TEST_DATABASE_URL): embedded PGlite is one process");
+    const db = await createTestDatabase();
+    const a = await startTestApp({}, db);
+    const b = await startTestApp({}, db);
+    apps.push(a, b);
+    const ws = await a.workspace();
+    const { key, summary } = await a.app.core.apiKeys.create({ workspaceId: ws.workspaceId });
+    expect((await b.request("GET", "/v2/listeners", { key })).status).toBe(200);
+    await a.app.core.apiKeys.revoke(summary.id);
+    await expect.poll(async () => (await b.request("GET", "/v2/listeners", { key })).status, { timeout: 5_000 }).toBe(401);
+  });
+
+  it("npm run keys -- create|list|revoke", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "dcp-keys-"));
+    dirs.push(dataDir);
+    const db = await createTestDatabase();
+    const settings: Record<string, string> = { DATA_DIR: dataDir, SECRETS_KEY: TEST_SECRETS_KEY, LOG_LEVEL: "warn", ...("url" in db ? { DATABASE_URL: db.url } : {}) };
+    const env: NodeJS.ProcessEnv = { ...process.env, ...settings };
+    if (!("url" in db)) delete env.DATABASE_URL;
+    const keys = (...args: string[]) => run("npm", ["run", "-s", "keys", "--", ...args], { cwd: ROOT, env });
+    // No workspace yet: said plainly.
+    await expect(keys("create")).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining("no workspace yet") });
+    await expect(keys("frobnicate")).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining("usage:") });
+
+    // A workspace, as the first start makes.
+    const app = await buildApp(loadConfig({ ...settings, PIPELINE_WORKER: "off", METRICS_PORT: "off" }), { logger: createLogger("silent") });
+    const ws = await createWorkspace(app.db.prisma, { name: "keys" });
+    await app.stop();
+
+    const created = await keys("create", "--workspace", ws.workspaceId, "--name", "deploy-bot");
+    const key = created.stdout.trim();
+    expect(key).toMatch(/^dcp_[A-Za-z0-9_-]{32}$/);
+    expect(created.stderr).toContain("not shown again");
+
+    const listed = await keys("list");
+    expect(listed.stdout.split("\n")[0]).toMatch(/^ID\s+PREFIX\s+WORKSPACE\s+NAME\s+CREATED\s+STATUS$/);
+    const line = listed.stdout.split("\n").find((l) => l.includes("deploy-bot"))!;
+    expect(line).toContain(`${key.slice(0, 8)}…`);
+    expect(line).toContain("active");
+    expect(listed.stdout).not.toContain(key);
+
+    const revoked = await keys("revoke", key.slice(0, 8));
+    expect(revoked.stdout).toMatch(/^revoked [0-9a-f-]{36}/);
+    expect((await keys("list")).stdout.split("\n").find((l) => l.includes("deploy-bot"))).toMatch(/revoked \d{4}-/);
+  });
+});

@@ -1,0 +1,103 @@
+import { readFileSync } from "node:fs";
+import { Hono } from "hono";
+import { z } from "zod";
+import { afterAll, beforeAll, describe as group, expect, it } from "vitest";
+import { describe, openApiDocument, routesOf } from "../../src/rest/docs.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { contractViolation } from "../support/openapi-contract.js";
+
+const committed = readFileSync(new URL("../../openapi.json", import.meta.url), "utf8");
+
+let t: TestApp;
+beforeAll(async () => {
+  t = await startTestApp();
+});
+afterAll(() => t.close());
+
+type Doc = { paths: Record<string, Record<string, { parameters?: { name: string; in: string }[]; responses: Record<string, unknown>; security: unknown[]; requestBody?: unknown }>> };
+
+group("openapi.json", () => {
+  it("is the document /openapi.json serves (run `npm run openapi:print > openapi.json` after changing a route)", async () => {
+    const res = await t.request("GET", "/openapi.json");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(res.text).toBe(committed);
+  });
+
+  it("documents every REST operation, the uploads, registry token, logs and OAuth callback among them", () => {
+    const doc = JSON.parse(committed) as Doc & { openapi: string };
+    expect(doc.openapi).toBe("3.1.0");
+    const operations = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+    expect(operations).toEqual(
+      expect.arrayContaining([
+        "GET /registry/token",
+        "PUT /uploads/{deployment_id}/{file}",
+        "POST /v2/deployments/{deployment_id}/push-token",
+        "POST /v2/deployments/{deployment_id}/upload-url",
+        "POST /v1/projects/{deployment_id}/revisions/{revision_id}/build_logs",
+        "GET /v2/auth/callback/{provider_id}",
+        "GET /v2/auth/wait/{auth_id}",
+        "PATCH /v2/deployments/{deployment_id}",
+        "DELETE /v2/deployments",
+        "GET /v2/deployments/{deployment_id}/revisions",
+        "GET /healthz",
+        "GET /docs",
+      ]),
+    );
+    expect(operations.length).toBeGreaterThanOrEqual(50);
+    // Parameters, bodies, status codes and the error shape.
+    const get = doc.paths["/v2/deployments/{deployment_id}"]!.get!;
+    expect(get.parameters).toEqual([expect.objectContaining({ name: "deployment_id", in: "path" })]);
+    expect(get.responses["404"]).toEqual(expect.objectContaining({ content: { "application/json": { schema: expect.anything() } } }));
+    expect(get.responses["422"]).toEqual(expect.objectContaining({ content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } } }));
+    expect(doc.paths["/v2/deployments"]!.post!.requestBody).toBeDefined();
+    expect(Object.keys(doc.paths["/v2/deployments"]!.post!.responses)).toContain("201");
+    expect(doc.paths["/v2/deployments"]!.get!.parameters!.map((p) => p.name)).toEqual(expect.arrayContaining(["limit", "offset", "name_contains"]));
+    // Who needs a key, and who does not.
+    expect(doc.paths["/v2/auth/callback/{provider_id}"]!.get!.security).toEqual([]);
+    expect(doc.paths["/registry/token"]!.get!.security).toEqual([{ PushToken: [] }]);
+  });
+
+  it("mentions Idempotency-Key on the POSTs that honour it, and on nothing else", () => {
+    const doc = JSON.parse(committed) as Doc;
+    const withKey = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops).filter(([, op]) => op.parameters?.some((p) => p.name === "Idempotency-Key" && p.in === "header")).map(([m]) => `${m.toUpperCase()} ${path}`),
+    );
+    expect(withKey).toEqual(expect.arrayContaining(["POST /v2/deployments", "POST /v2/deployments/{deployment_id}/revisions", "POST /v2/listeners"]));
+    for (const op of withKey) expect(op).toMatch(/^POST \/v[12]\//);
+    expect(withKey).not.toContain("POST /graphql");
+  });
+
+  it("cannot be made with a route that has no description", () => {
+    const app = new Hono()
+      .get("/v2/described", describe({ tag: "t", summary: "described", responses: { 200: { description: "ok", schema: z.object({ ok: z.boolean() }) } } }, (c) => c.json({ ok: true })))
+      .get("/v2/forgotten", (c) => c.json({}));
+    expect(() => openApiDocument(routesOf(app), "1")).toThrow(/routes without describe\(\): GET \/v2\/forgotten/);
+  });
+
+  it("is what the answers are checked against: a drifted answer is caught", () => {
+    expect(contractViolation("GET", "/v2/listeners", 200, "application/json", JSON.stringify({ resources: [{ id: "x" }], offset: 0 }))).toMatch(/must have required property/);
+    expect(contractViolation("GET", "/v2/listeners", 201, "application/json", "{}")).toMatch(/status not documented/);
+    expect(contractViolation("GET", "/v2/listeners/00000000-0000-4000-8000-000000000000", 404, "application/json", JSON.stringify({ message: "x" }))).toMatch(/detail/);
+    expect(contractViolation("GET", "/v2/listeners/00000000-0000-4000-8000-000000000000", 404, "application/json", JSON.stringify({ detail: "Not found" }))).toBeNull();
+  });
+});
+
+group("/docs", () => {
+  it("serves Swagger UI from the installed package, with no asset from elsewhere", async () => {
+    const page = await t.request("GET", "/docs");
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(page.text).toContain('url: "/openapi.json"');
+    const assets = [...page.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
+    expect(assets.length).toBeGreaterThanOrEqual(3);
+    for (const asset of assets) {
+      expect(asset).toMatch(/^\/docs\//);
+      const res = await t.app.fetch(new Request(`http://test${asset}`));
+      expect(res.status, asset).toBe(200);
+      expect((await res.arrayBuffer()).byteLength, asset).toBeGreaterThan(500);
+    }
+    expect((await t.request("GET", "/docs/../package.json")).status).toBe(404);
+    expect((await t.request("GET", "/docs/index.html")).status).toBe(404);
+  });
+});
