@@ -124,12 +124,14 @@ export class Authenticator {
     if (claims.exp - Math.min(now, claims.iat ?? now) > this.maxLifetimeSeconds) {
       throw unauthenticated(`Bearer tokens may live at most ${this.maxLifetimeSeconds} s (exp - iat): ask for a shorter-lived one.`);
     }
-    if (tenantId && tenantId.toLowerCase() !== claims.tenant_id) {
+    // A UUID in capitals names the same workspace: the tenant carries its one (lower-case) spelling.
+    const workspaceId = claims.tenant_id.toLowerCase();
+    if (tenantId && tenantId.toLowerCase() !== workspaceId) {
       throw forbidden("This token does not have access to the requested workspace.");
     }
-    const organizationId = await this.workspaceOrganization(claims.tenant_id);
+    const organizationId = await this.workspaceOrganization(workspaceId);
     if (!organizationId) throw unauthenticated("The token's workspace does not exist.");
-    return { organizationId, workspaceId: claims.tenant_id, actor: `user:${claims.sub ?? "unknown"}` };
+    return { organizationId, workspaceId, actor: `user:${claims.sub ?? "unknown"}` };
   }
 
   /** Key lookups are cached briefly: authentication runs on every request. */

@@ -48,7 +48,7 @@ type Row = Record<string, unknown>;
 /** A row of another workspace in a tenant's request is a bug in core: refuse it loudly. */
 function own(row: Row, workspaceId: string, model: string): Row {
   const given = row.workspaceId;
-  if (given !== undefined && given !== workspaceId) {
+  if (given !== undefined && (typeof given !== "string" || given.toLowerCase() !== workspaceId)) {
     throw new Error(`tenant data: a ${model} of workspace ${String(given)} was written through workspace ${workspaceId}'s door`);
   }
   return { ...row, workspaceId };
@@ -94,7 +94,9 @@ const doors = new WeakMap<PrismaClient, LRUCache<string, PrismaClient>>();
 export function tenantData(prisma: PrismaClient, tenant: Pick<Tenant, "workspaceId">): PrismaClient {
   let cache = doors.get(prisma);
   if (!cache) doors.set(prisma, (cache = new LRUCache({ max: 1000 })));
-  let door = cache.get(tenant.workspaceId);
-  if (!door) cache.set(tenant.workspaceId, (door = scope(prisma, tenant.workspaceId)));
+  // UUIDs compare without regard to case in PostgreSQL; the door compares rows' ids as one spelling.
+  const workspaceId = tenant.workspaceId.toLowerCase();
+  let door = cache.get(workspaceId);
+  if (!door) cache.set(workspaceId, (door = scope(prisma, workspaceId)));
   return door;
 }

@@ -113,6 +113,20 @@ describe("Authorization: Bearer", () => {
     expect(same.status).toBe(200);
   });
 
+  it("a tenant_id in capitals names the same workspace, and writes through it work (a fuzzer found a 500)", async () => {
+    const token = await sign({ tenant_id: bound.workspaceId.toUpperCase(), sub: "caps" }, { expires: "5m" });
+    const headers = { authorization: `Bearer ${token}` };
+    expect(computeIds((await list(headers)).body)).toEqual(["bound-only"]);
+    const created = await t.request("POST", "/v2/deployments", {
+      headers,
+      body: { name: "caps-tenant", source: "internal_container", source_revision_config: { image_uri: "r.example/caps:1" } },
+    });
+    expect(created.status, created.text).toBe(201);
+    const patched = await t.request("PATCH", `/v2/deployments/${created.body.id}`, { headers, body: { source_revision_config: { image_uri: "r.example/caps:2" } } });
+    expect(patched.status, patched.text).toBe(200);
+    expect(patched.body.latest_revision_id).not.toBe(created.body.latest_revision_id);
+  });
+
   it("a token with X-Tenant-Id of another workspace is 403", async () => {
     const token = await sign({ tenant_id: sibling, sub: "u" }, { expires: "5m" });
     const res = await list({ authorization: `Bearer ${token}`, "X-Tenant-Id": orgWide.workspaceId });
