@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { adminQuery } from "../support/global-setup.js";
 import { applyTransition } from "../../src/core/transitions.js";
@@ -5,7 +6,7 @@ import { MemoryEventBus } from "../../src/events/memory.js";
 import { CHANNEL, LISTENER_APPLICATION_NAME, PostgresEventBus } from "../../src/events/postgres.js";
 import { type DomainEvent, topics } from "../../src/events/types.js";
 import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
-import { insertDeployment, insertRevision, MANAGED_LOG } from "../pipeline/support.js";
+import { createDeployment, MANAGED_LOG } from "../pipeline/support.js";
 import { waitFor } from "../support/wait.js";
 
 const ids = { workspaceId: "w", deploymentId: "d1", revisionId: "r1" };
@@ -76,6 +77,15 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
     return { seen, off };
   };
 
+  /** Until `to` has received what `from` published so far (NOTIFYs arrive in the order they were committed). */
+  const caughtUp = async (from: TestApp, to: TestApp) => {
+    const revisionId = `marker-${randomUUID()}`;
+    const marker = collect(to, topics.revision(revisionId));
+    await from.app.core.deps.events.publish({ type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId, status: "QUEUED" });
+    await waitFor(async () => marker.seen.length, (n) => n === 1);
+    marker.off();
+  };
+
   it("delivers what one instance publishes to the other's subscribers, and once to its own", async () => {
     const onA = collect(a, topics.revision("x1"));
     const onB = collect(b, topics.revision("x1"));
@@ -95,8 +105,9 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
 
   it("shows the other instance every transition its pipeline makes, in order", async () => {
     const ws = await a.workspace();
-    const dep = await insertDeployment(a.app.db.prisma, ws.workspaceId);
-    const rev = await insertRevision(a.app.db.prisma, dep);
+    const { deployment: dep, revision: rev } = await createDeployment(a, ws.apiKey);
+    // Creating told of the new revision (CREATING) by NOTIFY too: B listens once that has come, for the transitions.
+    await caughtUp(a, b);
     const onB = collect(b, topics.revision(rev.id));
     const onBStatus = collect(b, topics.deploymentStatus(dep.id));
     // Transitions made by instance A's core, as its worker makes them.

@@ -4,7 +4,7 @@ import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/c
 import { Leases } from "../../src/pipeline/leases.js";
 import { Steps } from "../../src/pipeline/steps.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { eventLog, insertDeployment, insertRevision } from "./support.js";
+import { createDeployment, eventLog } from "./support.js";
 import { waitFor } from "../support/wait.js";
 
 let t: TestApp;
@@ -22,8 +22,7 @@ describe("pipeline concurrency", () => {
     // Only the two workers of this test claim: the app's own is paused.
     await t.app.worker!.stop();
     try {
-      const dep = await insertDeployment(prisma, ws.workspaceId);
-      const rev = await insertRevision(prisma, dep);
+      const { revision: rev } = await createDeployment(t, ws.apiKey);
       const slowLeases = new Leases(prisma, "slow-worker", 400);
       const fastLeases = new Leases(prisma, "fast-worker", 60_000);
       expect(await slowLeases.claim(100)).toContain(rev.id);

@@ -1,65 +1,25 @@
-import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { PrismaClient } from "../../src/db/client.js";
-import type { Prisma, Revision } from "../../src/generated/prisma/client.js";
+import type { Deployment, Revision } from "../../src/generated/prisma/client.js";
 import type { RevisionStatus } from "../../src/core/revision-machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
 import type { WorkerOptions } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { deploymentBody, tenantOf } from "../support/fixtures.js";
 
-/** A deployment row written straight to the database, as core's creation would (worker tests). */
-export async function insertDeployment(
-  prisma: PrismaClient,
-  workspaceId: string,
-  options: { source?: string; sourceConfig?: Prisma.InputJsonObject; listenerId?: string; integrationId?: string } = {},
-) {
-  const name = `dep-${randomUUID().slice(0, 8)}`;
-  return prisma.deployment.create({
-    data: {
-      workspaceId,
-      name,
-      displayName: name,
-      source: options.source ?? "internal_container",
-      status: "AWAITING_DATABASE",
-      sourceConfig: options.sourceConfig ?? {},
-      listenerId: options.listenerId,
-      integrationId: options.integrationId,
-      secrets: [],
-      secretReferences: [],
-      tracerSessionId: randomUUID(),
-      url: `https://${name}.deployments.localhost`,
-      imageVersion: "0.1.0",
-      deploymentTier: "SERVERLESS_S",
-      computeTier: "SERVERLESS_S",
-      databaseTier: "SERVERLESS_S",
-    },
-  });
+/**
+ * A deployment made by core as POST /v2/deployments makes it, so that workers are tested on the rows
+ * core writes; with its first revision, CREATING and due now for the worker the test runs.
+ */
+export async function createDeployment(t: TestApp, key: string, body: Record<string, unknown> = deploymentBody()): Promise<{ deployment: Deployment; revision: Revision }> {
+  const { latestRevision, ...deployment } = await t.app.core.deployments.create(await tenantOf(t, key), body);
+  if (!latestRevision) throw new Error("set-up: core created a deployment without a revision");
+  return { deployment, revision: latestRevision };
 }
 
-/** A CREATING revision with its first event, due now: what revision creation leaves for the pipeline. */
-export async function insertRevision(
-  prisma: PrismaClient,
-  deployment: { id: string; workspaceId: string; source: string },
-  options: { sourceConfig?: Prisma.InputJsonObject; sourceRevisionConfig?: Prisma.InputJsonObject; createdAt?: Date } = {},
-): Promise<Revision> {
-  const revision = await prisma.revision.create({
-    data: {
-      deploymentId: deployment.id,
-      workspaceId: deployment.workspaceId,
-      status: "CREATING",
-      statusMessage: "Revision created",
-      source: deployment.source,
-      sourceConfig: options.sourceConfig ?? {},
-      sourceRevisionConfig: options.sourceRevisionConfig ?? {},
-      secrets: [],
-      secretReferences: [],
-      nextStepAt: new Date(),
-      ...(options.createdAt && { createdAt: options.createdAt }),
-      events: { create: { fromStatus: null, toStatus: "CREATING", message: "Revision created" } },
-    },
-  });
-  await prisma.deployment.update({ where: { id: deployment.id }, data: { latestRevisionId: revision.id } });
-  return revision;
+/** A new revision of the deployment, made by core as POST /v2/deployments/{id}/revisions makes it. */
+export async function createRevision(t: TestApp, key: string, deploymentId: string, body: Record<string, unknown> = {}): Promise<Revision> {
+  return t.app.core.deployments.createRevision(await tenantOf(t, key), deploymentId, body);
 }
 
 /** The revision's event log as "FROM>TO" strings, oldest first. */

@@ -6,7 +6,8 @@ import type { Runtime } from "../../src/pipeline/runtime.js";
 import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
 import { PipelineWorker, type WorkerOptions } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { eventLog, HeldRuntime, insertDeployment, insertRevision, MANAGED_LOG } from "./support.js";
+import { codehostDeploymentBody, createInstallation, createListener, deploymentBody, selfHostedDeploymentBody } from "../support/fixtures.js";
+import { createDeployment, createRevision, eventLog, HeldRuntime, MANAGED_LOG } from "./support.js";
 import { waitFor } from "../support/wait.js";
 
 let t: TestApp;
@@ -23,6 +24,9 @@ afterEach(async () => {
 afterAll(() => t.close());
 
 const prisma = () => t.app.db.prisma;
+/** A deployment and its first revision, made by core in the test's workspace. */
+const deploy = (body?: Record<string, unknown>) => createDeployment(t, ws.apiKey, body);
+const revise = (deploymentId: string, body?: Record<string, unknown>) => createRevision(t, ws.apiKey, deploymentId, body);
 function worker(runtime: Runtime = new SimulatorRuntime(5), options: Partial<WorkerOptions> = {}) {
   const w = new PipelineWorker(t.app.core.deps, runtime, t.app.logger, { pollMs: 10, ...options });
   workers.push(w);
@@ -37,8 +41,7 @@ const TERMINAL = ["DEPLOYED", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", 
 
 describe("pipeline worker", () => {
   it("moves a managed revision through every status to DEPLOYED, and readies its deployment", async () => {
-    const dep = await insertDeployment(prisma(), ws.workspaceId);
-    const rev = await insertRevision(prisma(), dep);
+    const { deployment: dep, revision: rev } = await deploy();
     const seen: DomainEvent[] = [];
     const off = [
       t.app.core.deps.events.subscribe(topics.revision(rev.id), (e) => seen.push(e)),
@@ -65,11 +68,7 @@ describe("pipeline worker", () => {
   });
 
   it("deploys an external_container revision without build statuses", async () => {
-    const listener = await prisma().listener.create({
-      data: { workspaceId: ws.workspaceId, computeType: "k8s", computeId: `c-${Date.now()}`, computeConfig: { k8s_namespaces: [] }, version: "1" },
-    });
-    const dep = await insertDeployment(prisma(), ws.workspaceId, { source: "external_container", listenerId: listener.id });
-    const rev = await insertRevision(prisma(), dep, { sourceConfig: { listener_id: listener.id }, sourceRevisionConfig: { image_uri: "docker.io/a/b:1" } });
+    const { revision: rev } = await deploy(selfHostedDeploymentBody(await createListener(t, ws.apiKey)));
     worker();
     await until(rev.id, "DEPLOYED");
     expect(await eventLog(prisma(), rev.id)).toEqual([
@@ -82,16 +81,13 @@ describe("pipeline worker", () => {
   });
 
   it("fills repo_commit_sha and repo_commit_title of codehost revisions from repo and ref, deterministically", async () => {
-    const inst = await prisma().codehostInstallation.create({
-      data: { workspaceId: ws.workspaceId, installationId: Math.floor(Math.random() * 1e9), name: "acme" },
-    });
-    const sourceConfig = { integration_id: inst.id, repo_url: "https://codehost.example/acme/agent" };
-    const dep = await insertDeployment(prisma(), ws.workspaceId, { source: "codehost", sourceConfig, integrationId: inst.id });
-    const a = await insertRevision(prisma(), dep, { sourceConfig, sourceRevisionConfig: { repo_ref: "main" } });
+    // codehostDeploymentBody's repository is acme/agent, built from main: what the titles are checked for.
+    const { deployment: dep, revision: a } = await deploy(codehostDeploymentBody(await createInstallation(t, ws.apiKey, { name: "acme" })));
+    const ref = (repo_ref: string) => ({ source_revision_config: { repo_ref } });
     worker();
     await until(a.id, "DEPLOYED");
-    const b = await insertRevision(prisma(), dep, { sourceConfig, sourceRevisionConfig: { repo_ref: "main" } });
-    const c = await insertRevision(prisma(), dep, { sourceConfig, sourceRevisionConfig: { repo_ref: "release" } });
+    const b = await revise(dep.id, ref("main"));
+    const c = await revise(dep.id, ref("release"));
     await until(c.id, "DEPLOYED");
     await until(b.id, "SKIPPED");
     const [ra, rb, rc] = await Promise.all([a, b, c].map((r) => prisma().revision.findUniqueOrThrow({ where: { id: r.id } })));
@@ -102,7 +98,7 @@ describe("pipeline worker", () => {
     expect(rc!.repoCommitSha).not.toBe(ra!.repoCommitSha);
     // b was skipped before its CREATING step ran, so it never resolved a commit; a fresh one on main matches a.
     expect(rb!.repoCommitSha).toBeNull();
-    const d = await insertRevision(prisma(), dep, { sourceConfig, sourceRevisionConfig: { repo_ref: "main" } });
+    const d = await revise(dep.id, ref("main"));
     await until(d.id, "DEPLOYED");
     const rd = await prisma().revision.findUniqueOrThrow({ where: { id: d.id } });
     expect([rd.repoCommitSha, rd.repoCommitTitle]).toEqual([ra!.repoCommitSha, ra!.repoCommitTitle]);
@@ -114,9 +110,7 @@ describe("pipeline worker", () => {
     ["deploy", "DEPLOY_FAILED", "DEPLOYING"],
   ] as const) {
     it(`fails with ${status} and a message to act on when resource_spec labels simulate/failure=${label}`, async () => {
-      const sourceConfig = { resource_spec: { labels: { "simulate/failure": label } } };
-      const dep = await insertDeployment(prisma(), ws.workspaceId, { sourceConfig });
-      const rev = await insertRevision(prisma(), dep, { sourceConfig });
+      const { deployment: dep, revision: rev } = await deploy(deploymentBody({ source_config: { resource_spec: { labels: { "simulate/failure": label } } } }));
       worker();
       await until(rev.id, status);
       const log = await eventLog(prisma(), rev.id);
@@ -132,31 +126,33 @@ describe("pipeline worker", () => {
   }
 
   it("fails with CREATE_FAILED when the listener or installation it needs no longer exists", async () => {
-    const listener = await prisma().listener.create({
-      data: { workspaceId: ws.workspaceId, computeType: "k8s", computeId: `gone-${Date.now()}`, computeConfig: { k8s_namespaces: [] }, version: "1" },
-    });
-    const dep = await insertDeployment(prisma(), ws.workspaceId, { source: "external_container", listenerId: listener.id });
-    const inst = await prisma().codehostInstallation.create({
-      data: { workspaceId: ws.workspaceId, installationId: Math.floor(Math.random() * 1e9), name: "gone" },
-    });
-    const code = await insertDeployment(prisma(), ws.workspaceId, { source: "codehost", integrationId: inst.id });
-    await prisma().listener.delete({ where: { id: listener.id } });
-    await prisma().codehostInstallation.delete({ where: { id: inst.id } });
-    const a = await insertRevision(prisma(), dep, { sourceConfig: { listener_id: listener.id } });
-    const b = await insertRevision(prisma(), code, { sourceConfig: { integration_id: inst.id, repo_url: "https://x/y/z" } });
+    const listenerId = await createListener(t, ws.apiKey);
+    const integrationId = await createInstallation(t, ws.apiKey, { name: "gone" });
+    const { revision: a } = await deploy(selfHostedDeploymentBody(listenerId));
+    const { revision: b } = await deploy(codehostDeploymentBody(integrationId));
+    // Both go once the revisions exist: core refuses to make a revision that names what is gone.
+    expect((await t.request("DELETE", `/v2/listeners/${listenerId}`, { key: ws.apiKey })).status).toBe(204);
+    // Core has no way to delete an installation: this one change is written by hand.
+    await prisma().codehostInstallation.delete({ where: { id: integrationId } });
     worker();
     await until(a.id, "CREATE_FAILED");
     await until(b.id, "CREATE_FAILED");
     const [ra, rb] = await Promise.all([a, b].map((r) => prisma().revision.findUniqueOrThrow({ where: { id: r.id } })));
-    expect(ra!.statusMessage).toContain(`listener ${listener.id} of this deployment no longer exists`);
-    expect(rb!.statusMessage).toContain(`integration ${inst.id} of this deployment no longer exists`);
+    expect(ra!.statusMessage).toContain(`listener ${listenerId} of this deployment no longer exists`);
+    expect(rb!.statusMessage).toContain(`integration ${integrationId} of this deployment no longer exists`);
     expect(await eventLog(prisma(), a.id)).toEqual([">CREATING", "CREATING>CREATE_FAILED"]);
   });
 
   it("skips older revisions that have not started when a newer one exists", async () => {
-    const dep = await insertDeployment(prisma(), ws.workspaceId);
-    const older = await insertRevision(prisma(), dep);
-    const newer = await insertRevision(prisma(), dep);
+    const { deployment: dep, revision: older } = await deploy();
+    // Core skips the revisions a new one supersedes as it creates it, so it never leaves one CREATING
+    // behind a newer one; the worker checks all the same, and that check is what this test is about.
+    // By hand (its status, twice): the older one is put out of creation's reach, in flight, while the
+    // newer one is created, and then back to CREATING.
+    const setStatus = (status: string) => prisma().revision.update({ where: { id: older.id }, data: { status } });
+    await setStatus("BUILDING");
+    const newer = await revise(dep.id);
+    await setStatus("CREATING");
     worker();
     await until(newer.id, "DEPLOYED");
     expect(await statusOf(older.id)).toBe("SKIPPED");
@@ -167,11 +163,10 @@ describe("pipeline worker", () => {
 
   it("keeps a newer revision QUEUED while an older one builds, then deploys it after", async () => {
     const runtime = new HeldRuntime("BUILDING");
-    const dep = await insertDeployment(prisma(), ws.workspaceId);
-    const first = await insertRevision(prisma(), dep);
+    const { deployment: dep, revision: first } = await deploy();
     worker(runtime, { queuedRecheckMs: 30 });
     await waitFor(async () => runtime.holding(first.id), Boolean);
-    const second = await insertRevision(prisma(), dep);
+    const second = await revise(dep.id);
     await until(second.id, "QUEUED");
     // Several rechecks pass while the first one is in flight; the second stays queued and says why.
     await new Promise((r) => setTimeout(r, 200));
@@ -197,8 +192,7 @@ describe("pipeline worker", () => {
 
   it("lets a user interrupt a revision mid-step; the worker's late result is dropped; a terminal one cannot be", async () => {
     const runtime = new HeldRuntime("BUILDING");
-    const dep = await insertDeployment(prisma(), ws.workspaceId);
-    const rev = await insertRevision(prisma(), dep);
+    const { revision: rev } = await deploy();
     const w = worker(runtime);
     await waitFor(async () => runtime.holding(rev.id), Boolean);
     const result = await applyTransition(t.app.core.deps, { revisionId: rev.id, event: "interrupt", workspaceId: ws.workspaceId });
@@ -213,8 +207,7 @@ describe("pipeline worker", () => {
 
   it("loses nothing when a worker dies mid-step: another continues after the lease runs out", async () => {
     const runtime = new HeldRuntime("BUILDING");
-    const dep = await insertDeployment(prisma(), ws.workspaceId);
-    const rev = await insertRevision(prisma(), dep);
+    const { revision: rev } = await deploy();
     const dying = worker(runtime, { leaseMs: 300 });
     await waitFor(async () => runtime.holding(rev.id), Boolean);
     await dying.stop({ release: false }); // as kill -9: nothing more is written, the lease stays
@@ -232,8 +225,7 @@ describe("pipeline worker", () => {
 
   it("hands work on at once when a worker stops gracefully mid-step", async () => {
     const runtime = new HeldRuntime("DEPLOYING");
-    const dep = await insertDeployment(prisma(), ws.workspaceId);
-    const rev = await insertRevision(prisma(), dep);
+    const { revision: rev } = await deploy();
     const first = worker(runtime, { leaseMs: 60_000 });
     await waitFor(async () => runtime.holding(rev.id), Boolean);
     await first.stop();
@@ -244,8 +236,8 @@ describe("pipeline worker", () => {
   });
 
   it("parks a revision in a status no step follows (UNKNOWN) instead of retrying it; a user can still interrupt it", async () => {
-    const dep = await insertDeployment(prisma(), ws.workspaceId);
-    const rev = await insertRevision(prisma(), dep);
+    const { revision: rev } = await deploy();
+    // No transition of core leads to UNKNOWN: the one change this test is about is written by hand.
     await prisma().revision.update({ where: { id: rev.id }, data: { status: "UNKNOWN" } });
     const w = worker();
     await waitFor(() => prisma().revision.findUniqueOrThrow({ where: { id: rev.id } }), (r) => r.nextStepAt === null);
@@ -259,8 +251,7 @@ describe("pipeline worker", () => {
   it("runs many revisions of many deployments to a terminal status, each transition once", async () => {
     const revisions = [];
     for (let i = 0; i < 12; i++) {
-      const dep = await insertDeployment(prisma(), ws.workspaceId);
-      revisions.push(await insertRevision(prisma(), dep));
+      revisions.push((await deploy()).revision);
     }
     worker(new SimulatorRuntime(5), { concurrency: 4 });
     worker(new SimulatorRuntime(5), { concurrency: 4 });

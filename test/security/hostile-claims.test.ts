@@ -4,7 +4,8 @@ import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
 import { subscribeWs, wsClient } from "../graphql/live.js";
 import { gql } from "../graphql/support.js";
-import { storeToken, tenantOf } from "../support/oauth.js";
+import { tenantOf } from "../support/fixtures.js";
+import { storeToken } from "../support/oauth.js";
 
 /**
  * A bearer token's claims are input like a body's fields: correctly signed, they still must be of a

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { Tenant } from "../../src/core/auth.js";
 import type { TestApp, TestResponse } from "./app.js";
 
 /**
@@ -23,6 +24,35 @@ export const installationBody = (overrides: Fields = {}): Fields => ({
   name: `inst-${randomUUID().slice(0, 8)}`,
   ...overrides,
 });
+
+/** A deployment body the API accepts: a managed internal_container deployment of an image, with a unique name. */
+export const deploymentBody = (overrides: Fields = {}): Fields => ({
+  name: `dep-${randomUUID().slice(0, 8)}`,
+  source: "internal_container",
+  source_revision_config: { image_uri: "registry.example.com/agent:1" },
+  ...overrides,
+});
+
+/** A codehost deployment body of the installation's repository, built from main. */
+export const codehostDeploymentBody = (integrationId: string, overrides: Fields = {}): Fields =>
+  deploymentBody({
+    source: "codehost",
+    source_config: { integration_id: integrationId, repo_url: "https://codehost.example/acme/agent" },
+    source_revision_config: { repo_ref: "main", framework_config_path: "langgraph.json" },
+    ...overrides,
+  });
+
+/** A self-hosted (external_container) deployment body: an image that the listener's cluster runs. */
+export const selfHostedDeploymentBody = (listenerId: string, overrides: Fields = {}): Fields =>
+  deploymentBody({
+    source: "external_container",
+    source_config: { listener_id: listenerId },
+    source_revision_config: { image_uri: "docker.io/a/b:1" },
+    ...overrides,
+  });
+
+/** The caller a key stands for, as core sees it: for tests that call core directly. */
+export const tenantOf = (t: Pick<TestApp, "app">, apiKey: string): Promise<Tenant> => t.app.core.auth.authenticate({ apiKey });
 
 /** POSTs `body` with the workspace's key and returns the created resource; anything but 201 fails the test. */
 export async function created(t: Pick<TestApp, "request">, key: string, path: string, body: unknown): Promise<TestResponse["body"]> {

@@ -2,6 +2,7 @@ import { expect } from "vitest";
 import type { Tenant } from "../../src/core/auth.js";
 import type { OAuthToken } from "../../src/core/oauth-tokens.js";
 import type { TestApp } from "./app.js";
+import { tenantOf } from "./fixtures.js";
 import type { OAuthServer } from "./oauth-server.js";
 
 /** Where the test app says providers send browsers back (PUBLIC_URL of the OAuth tests). */
@@ -13,9 +14,6 @@ export const OAUTH_ENV = { OAUTH_ALLOW_HTTP: "on", PUBLIC_URL };
 export const TOKEN_ANSWERS = /^(POST \/v2\/auth\/authenticate|GET \/v2\/auth\/wait\/[^ ]+) -> 200$/;
 
 export const callbackUrl = (providerId: string) => `${PUBLIC_URL}/v2/auth/callback/${providerId}`;
-
-/** The caller a key stands for, as core sees it. */
-export const tenantOf = (t: TestApp, apiKey: string): Promise<Tenant> => t.app.core.auth.authenticate({ apiKey });
 
 /**
  * Registers an application at the test provider (as an administrator would) and configures it in the
