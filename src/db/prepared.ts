@@ -1,5 +1,6 @@
 import type { PGlite } from "@electric-sql/pglite";
-import type pg from "pg";
+import pg from "pg";
+import { parseTimestamptz } from "../time.js";
 import { recordStatement } from "./statement-counter.js";
 
 /**
@@ -10,7 +11,8 @@ import { recordStatement } from "./statement-counter.js";
  *
  * The SQL is the same on PostgreSQL and PGlite; columns are selected under the model's field names
  * (`d.created_at AS "createdAt"`), so rows have the shape Prisma's models have (timestamps as Date,
- * JSON parsed, uuid as text).
+ * JSON parsed, uuid as text). Timestamps are read by parseTimestamptz, which is several times faster
+ * than the drivers' general parsers on the form PostgreSQL sends.
  */
 export interface Statement {
   /** Unique per text: a connection keeps one prepared statement per name. */
@@ -32,12 +34,23 @@ export interface Prepared {
   rows<T>(statement: Statement, values: readonly unknown[]): Promise<T[]>;
 }
 
+const TIMESTAMPTZ = pg.types.builtins.TIMESTAMPTZ;
+/** pg's own parser (postgres-date) for the forms the fast one leaves to it. */
+const generalTimestamptz = pg.types.getTypeParser(TIMESTAMPTZ) as (text: string) => Date;
+const timestamptz = (text: string) => parseTimestamptz(text, generalTimestamptz);
+
+/** pg's parsers, but for timestamptz. */
+const pgTypes = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    oid === TIMESTAMPTZ && format !== "binary" ? timestamptz : pg.types.getTypeParser(oid, format ?? "text")) as typeof pg.types.getTypeParser,
+};
+
 /** PostgreSQL: the pool's `{ name, text, values }` queries; pg prepares each name once per connection. */
 export function preparedPg(pool: pg.Pool): Prepared {
   return {
     async rows<T>(s: Statement, values: readonly unknown[]) {
       recordStatement(s.text, values);
-      const result = await pool.query({ name: s.name, text: s.text, values: values as unknown[] });
+      const result = await pool.query({ name: s.name, text: s.text, values: values as unknown[], types: pgTypes });
       return result.rows as T[];
     },
   };
@@ -45,10 +58,11 @@ export function preparedPg(pool: pg.Pool): Prepared {
 
 /** PGlite: one connection in this process; the same SQL with parameters. */
 export function preparedPglite(pglite: PGlite): Prepared {
+  const options = { parsers: { [TIMESTAMPTZ]: timestamptz } };
   return {
     async rows<T>(s: Statement, values: readonly unknown[]) {
       recordStatement(s.text, values);
-      return (await pglite.query<T>(s.text, values as unknown[])).rows;
+      return (await pglite.query<T>(s.text, values as unknown[], options)).rows;
     },
   };
 }

@@ -3,6 +3,7 @@ import type { z } from "zod";
 import type { Tenant } from "../core/auth.js";
 import { invalid } from "../core/errors.js";
 import { parseInput } from "../core/validation.js";
+import { isoString } from "../time.js";
 
 export type Env = { Variables: { tenant: Tenant } };
 
@@ -39,4 +40,4 @@ export function queryParams<S extends z.ZodType>(c: Context, schema: S): z.outpu
   return parseInput(schema, flat, "query");
 }
 
-export const iso = (d: Date | null) => (d ? d.toISOString() : null);
+export const iso = (d: Date | null) => (d ? isoString(d) : null);

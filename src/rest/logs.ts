@@ -4,12 +4,13 @@ import type { LogLine, LogPage, LogService } from "../core/logs.js";
 import { type LogKind, logQuerySchema } from "../core/schemas/logs.js";
 import { describe, notFound, timestamp } from "./docs.js";
 import { type Env, pathParams, readJson } from "./http.js";
+import { isoString } from "../time.js";
 
 const deploymentParam = z.object({ deployment_id: z.uuid() });
 const revisionParams = z.object({ deployment_id: z.uuid(), revision_id: z.uuid() });
 
 /** COMPAT.md's log entry: timestamps as ISO 8601 strings (the official tool reads them or epoch ms). */
-export const presentLogLine = (l: LogLine) => ({ id: l.id, timestamp: l.timestamp.toISOString(), level: l.level, message: l.message });
+export const presentLogLine = (l: LogLine) => ({ id: l.id, timestamp: isoString(l.timestamp), level: l.level, message: l.message });
 
 const presentPage = (page: LogPage) => ({ logs: page.logs.map(presentLogLine), next_offset: page.nextOffset });
 

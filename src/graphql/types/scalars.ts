@@ -1,4 +1,5 @@
 import { GraphQLError, Kind, type ValueNode } from "graphql";
+import { isoString } from "../../time.js";
 import { builder } from "../builder.js";
 
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
@@ -15,7 +16,7 @@ builder.scalarType("DateTime", {
   specifiedByURL: "https://scalars.graphql.org/andimarek/date-time",
   serialize: (value) => {
     if (!(value instanceof Date)) throw new GraphQLError("DateTime cannot represent a non-Date value");
-    return value.toISOString();
+    return isoString(value);
   },
   parseValue: parseDateTime,
   parseLiteral: (ast) => {
