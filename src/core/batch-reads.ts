@@ -14,7 +14,7 @@ import { deploymentWhere } from "./deployment-reads.js";
 import { agentIdSchema } from "./schemas/agent.js";
 import { type DeploymentFilter, deploymentFilterSchema } from "./schemas/deployment.js";
 import { parseInput } from "./validation.js";
-import { deploymentRowsForward } from "./deployment-reads.js";
+import { deploymentRowsForward, deploymentRowsForwardWithLatest, type DeploymentWithLatestSummary } from "./deployment-reads.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, pageOfRows, type Position } from "./pagination.js";
 import { revisionRowsByIds, revisionSummariesByIds, type RevisionSummary } from "./revision-reads.js";
 import { DEFAULT_PAGE_SIZE, keysetArgs, type CursorArgs, type CursorPage, cursorPage, toCursorPage } from "./cursor-pages.js";
@@ -62,6 +62,8 @@ export class BatchReads {
 
   /** The deployment listing's filters, the same rules as REST's; problems are located under `filter`. */
   parseDeploymentFilter(filter: unknown): DeploymentFilter {
+    // No filter (most pages): nothing to check.
+    if (filter == null || (typeof filter === "object" && Object.keys(filter).length === 0)) return {};
     return parseInput(z.object({ filter: deploymentFilterSchema }), { filter: filter ?? {} }, "query").filter;
   }
 
@@ -75,12 +77,23 @@ export class BatchReads {
     return inOrder(ids, rows);
   }
 
-  async deploymentPage(tenant: Tenant, filter: DeploymentFilter, args: KeysetArgs): Promise<KeysetPage<Deployment>> {
+  /**
+   * A keyset page of the workspace's deployments. With `latestRevisions`, the unfiltered forward page
+   * (the common one) comes with each deployment's latest revision summary (`latestRevision`), read
+   * in the same statement, for a caller that will show it.
+   */
+  async deploymentPage(
+    tenant: Tenant,
+    filter: DeploymentFilter,
+    args: KeysetArgs,
+    options: { latestRevisions?: boolean } = {},
+  ): Promise<KeysetPage<Deployment | DeploymentWithLatestSummary>> {
     const forward = args.before === undefined && (args.last === undefined || args.first !== undefined);
     if (forward && Object.values(filter).every((v) => v === undefined)) {
-      // The unfiltered page forward (the common one): one prepared statement, keysetPage's semantics.
+      // One prepared statement, keysetPage's semantics.
       const size = args.first ?? DEFAULT_PAGE_SIZE;
-      return pageOfRows(await deploymentRowsForward(this.deps, tenant.workspaceId, args.after, size + 1), args, size, false);
+      const read = options.latestRevisions ? deploymentRowsForwardWithLatest : deploymentRowsForward;
+      return pageOfRows(await read(this.deps, tenant.workspaceId, args.after, size + 1), args, size, false);
     }
     return keysetPage(args, (q) =>
       this.deps.data(tenant).deployment.findMany({

@@ -1,7 +1,7 @@
 import { EnvelopArmorPlugin } from "@escape.tech/graphql-armor";
 import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
 import { complexityFromQuery } from "@pothos/plugin-complexity";
-import { type DocumentNode, GraphQLError, Kind, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
+import { type DocumentNode, getOperationAST, GraphQLError, type GraphQLSchema, Kind, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
 import { createYoga, maskError as yogaMaskError, type Plugin, type YogaServerInstance } from "graphql-yoga";
 import type { Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
@@ -121,24 +121,15 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
  * standard validation, on valid documents only, on the operation that will execute.
  */
 function useComplexityLimit(maxComplexity: number): Plugin {
+  const costs = new OperationCosts();
   return {
     onValidate({ params, context }) {
       const request = (context as { params?: { variables?: Record<string, unknown>; operationName?: string | null } }).params;
       return ({ valid, setResult }) => {
         if (!valid) return;
-        const name = request?.operationName;
-        const document: DocumentNode = {
-          ...(params.documentAST as DocumentNode),
-          definitions: (params.documentAST as DocumentNode).definitions.filter((d) => d.kind !== Kind.OPERATION_DEFINITION || !name || d.name?.value === name),
-        };
-        let complexity: number;
-        try {
-          ({ complexity } = complexityFromQuery(document, { schema: params.schema, ctx: context, variables: request?.variables ?? {} }));
-        } catch {
-          // Bad variables or no such operation: execution reports those in its own words.
-          return;
-        }
-        if (complexity > maxComplexity) {
+        const complexity = costs.of(params.documentAST as DocumentNode, params.schema, request?.operationName ?? null, request?.variables ?? {});
+        // null: bad variables or no such operation, which execution reports in its own words.
+        if (complexity !== null && complexity > maxComplexity) {
           setResult([
             new GraphQLError(
               `Query is too costly: ${complexity} (limit ${maxComplexity}). Ask for fewer items (first/last) or fewer nested connections.`,
@@ -149,6 +140,43 @@ function useComplexityLimit(maxComplexity: number): Plugin {
       };
     },
   };
+}
+
+/**
+ * An operation's cost depends only on its document, its name and its variables (the schema's
+ * complexity options read arguments only): a dashboard asking for the same page again costs a
+ * lookup, not a walk of its selection. Queries only (a mutation's variables may hold secrets, which
+ * are not to be kept), by document (yoga's parse cache hands out one object per text, and drops it
+ * with the text), then by name and variables, a few sets of variables each.
+ */
+class OperationCosts {
+  private readonly byDocument = new WeakMap<DocumentNode, Map<string, number | null>>();
+
+  of(document: DocumentNode, schema: GraphQLSchema, name: string | null, variables: Record<string, unknown>): number | null {
+    if (getOperationAST(document, name)?.operation !== "query") return operationCost(document, schema, name, variables);
+    let known = this.byDocument.get(document);
+    if (!known) this.byDocument.set(document, (known = new Map()));
+    const key = `${name ?? ""} ${JSON.stringify(variables)}`;
+    let cost = known.get(key);
+    if (cost === undefined) {
+      cost = operationCost(document, schema, name, variables);
+      if (known.size >= 16) known.clear();
+      known.set(key, cost);
+    }
+    return cost;
+  }
+}
+
+function operationCost(document: DocumentNode, schema: GraphQLSchema, name: string | null, variables: Record<string, unknown>): number | null {
+  const operation: DocumentNode = {
+    ...document,
+    definitions: document.definitions.filter((d) => d.kind !== Kind.OPERATION_DEFINITION || !name || d.name?.value === name),
+  };
+  try {
+    return complexityFromQuery(operation, { schema, ctx: {}, variables }).complexity;
+  } catch {
+    return null;
+  }
 }
 
 function useNoIntrospection(): Plugin {
