@@ -3,6 +3,7 @@ import { statement } from "../db/prepared.js";
 import type { CoreDeps } from "./context.js";
 import type { DeploymentFilter } from "./schemas/deployment.js";
 import { REVISION_CONFIG_COLUMNS, type RevisionConfig } from "./revisions.js";
+import { type RevisionSummary, SUMMARY_FIELDS } from "./revision-reads.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Every column is the snake_case of its field (schema.prisma's @map convention). */
@@ -11,10 +12,11 @@ const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCa
 /** A deployment with what REST shows of its latest revision. */
 export type DeploymentWithLatest = Deployment & { latestRevision: RevisionConfig | null };
 
+const DEPLOYMENT_FIELDS = Object.values(Prisma.DeploymentScalarFieldEnum);
 const LATEST = "latest.";
 /** The deployment's columns under their field names, then its latest revision's config under "latest.<field>". */
 const SELECTED = [
-  ...Object.values(Prisma.DeploymentScalarFieldEnum).map((f) => `d.${column(f)} AS "${f}"`),
+  ...DEPLOYMENT_FIELDS.map((f) => `d.${column(f)} AS "${f}"`),
   ...Object.keys(REVISION_CONFIG_COLUMNS).map((f) => `r.${column(f)} AS "${LATEST}${f}"`),
 ].join(", ");
 const FROM = "FROM deployments d LEFT JOIN revisions r ON r.id = d.latest_revision_id";
@@ -26,15 +28,28 @@ const PAGE = statement(
   `SELECT ${SELECTED} ${FROM} WHERE d.workspace_id = $1::uuid ORDER BY d.created_at DESC, d.id DESC LIMIT $2 OFFSET $3`,
 );
 
-function split(row: Record<string, unknown>): DeploymentWithLatest {
-  const deployment: Record<string, unknown> = {};
-  const latest: Record<string, unknown> = {};
-  for (const key in row) {
-    if (key.startsWith(LATEST)) latest[key.slice(LATEST.length)] = row[key];
-    else deployment[key] = row[key];
-  }
-  return { ...(deployment as Deployment), latestRevision: latest.id == null ? null : (latest as RevisionConfig) };
+/**
+ * Reads a joined row (the deployment's columns, then its latest revision's `fields` under
+ * "latest.<field>") as the deployment with `latestRevision`, null when it has none. Field lists
+ * fixed in advance: every object of a page gets the same shape, and no key is cut from a string.
+ */
+function joined<L>(fields: readonly string[]) {
+  const latestKeys = fields.map((f) => [f, `${LATEST}${f}`] as const);
+  const latestId = `${LATEST}id`;
+  return (row: Record<string, unknown>): Deployment & { latestRevision: L | null } => {
+    const deployment: Record<string, unknown> = {};
+    for (const f of DEPLOYMENT_FIELDS) deployment[f] = row[f];
+    let latest: Record<string, unknown> | null = null;
+    if (row[latestId] != null) {
+      latest = {};
+      for (const [f, key] of latestKeys) latest[f] = row[key];
+    }
+    deployment.latestRevision = latest;
+    return deployment as Deployment & { latestRevision: L | null };
+  };
 }
+const withLatestConfig = joined<RevisionConfig>(Object.keys(REVISION_CONFIG_COLUMNS));
+const withLatestSummary = joined<RevisionSummary>(SUMMARY_FIELDS);
 
 /**
  * A deployment of the workspace and what it shows of its latest revision, in one prepared statement
@@ -44,7 +59,7 @@ function split(row: Record<string, unknown>): DeploymentWithLatest {
 export async function deploymentWithLatestConfig(deps: Pick<CoreDeps, "prepared">, workspaceId: string, id: string): Promise<DeploymentWithLatest | null> {
   if (!UUID.test(id)) return null;
   const [row] = await deps.prepared.rows<Record<string, unknown>>(BY_ID, [id, workspaceId]);
-  return row ? split(row) : null;
+  return row ? withLatestConfig(row) : null;
 }
 
 /** A page of the workspace's deployments, newest first, each with its latest revision's config: one prepared statement. */
@@ -55,22 +70,30 @@ export async function deploymentPageWithLatestConfig(
   offset: number,
 ): Promise<DeploymentWithLatest[]> {
   const rows = await deps.prepared.rows<Record<string, unknown>>(PAGE, [workspaceId, limit, offset]);
-  return rows.map(split);
+  return rows.map(withLatestConfig);
 }
 
 /** The deployment's columns under their field names: rows shaped as Prisma's Deployment. */
-const DEPLOYMENT = Object.values(Prisma.DeploymentScalarFieldEnum)
-  .map((f) => `d.${column(f)} AS "${f}"`)
-  .join(", ");
-const FIRST = statement(
-  "deployments_first",
-  `SELECT ${DEPLOYMENT} FROM deployments d WHERE d.workspace_id = $1::uuid ORDER BY d.created_at DESC, d.id DESC LIMIT $2`,
-);
-const AFTER = statement(
-  "deployments_after",
-  `SELECT ${DEPLOYMENT} FROM deployments d WHERE d.workspace_id = $1::uuid AND (d.created_at, d.id) < ($3::timestamptz, $4::uuid)
-   ORDER BY d.created_at DESC, d.id DESC LIMIT $2`,
-);
+const DEPLOYMENT = DEPLOYMENT_FIELDS.map((f) => `d.${column(f)} AS "${f}"`).join(", ");
+/** The same, then the latest revision's summary under "latest.<field>". */
+const DEPLOYMENT_AND_LATEST = `${DEPLOYMENT}, ${SUMMARY_FIELDS.map((f) => `r.${column(f)} AS "${LATEST}${f}"`).join(", ")}`;
+
+/** The unfiltered forward keyset page, newest first, optionally after a position: the (workspace_id, created_at DESC, id DESC) index. */
+function forward(name: string, select: string, from: string) {
+  return {
+    first: statement(`${name}_first`, `SELECT ${select} ${from} WHERE d.workspace_id = $1::uuid ORDER BY d.created_at DESC, d.id DESC LIMIT $2`),
+    after: statement(
+      `${name}_after`,
+      `SELECT ${select} ${from} WHERE d.workspace_id = $1::uuid AND (d.created_at, d.id) < ($3::timestamptz, $4::uuid)
+       ORDER BY d.created_at DESC, d.id DESC LIMIT $2`,
+    ),
+  };
+}
+const FORWARD = forward("deployments", DEPLOYMENT, "FROM deployments d");
+const FORWARD_WITH_LATEST = forward("deployments_with_latest_summary", DEPLOYMENT_AND_LATEST, FROM);
+
+/** A deployment with its latest revision's summary (what GraphQL shows of it). */
+export type DeploymentWithLatestSummary = Deployment & { latestRevision: RevisionSummary | null };
 
 /**
  * The rows of an unfiltered forward keyset page of the workspace's deployments (newest first,
@@ -83,8 +106,21 @@ export function deploymentRowsForward(
   take: number,
 ): Promise<Deployment[]> {
   return after
-    ? deps.prepared.rows<Deployment>(AFTER, [workspaceId, take, after.createdAt, after.id])
-    : deps.prepared.rows<Deployment>(FIRST, [workspaceId, take]);
+    ? deps.prepared.rows<Deployment>(FORWARD.after, [workspaceId, take, after.createdAt, after.id])
+    : deps.prepared.rows<Deployment>(FORWARD.first, [workspaceId, take]);
+}
+
+/** deploymentRowsForward, each row with its latest revision's summary, joined in the same statement. */
+export async function deploymentRowsForwardWithLatest(
+  deps: Pick<CoreDeps, "prepared">,
+  workspaceId: string,
+  after: { createdAt: Date; id: string } | undefined,
+  take: number,
+): Promise<DeploymentWithLatestSummary[]> {
+  const rows = await (after
+    ? deps.prepared.rows<Record<string, unknown>>(FORWARD_WITH_LATEST.after, [workspaceId, take, after.createdAt, after.id])
+    : deps.prepared.rows<Record<string, unknown>>(FORWARD_WITH_LATEST.first, [workspaceId, take]));
+  return rows.map(withLatestSummary);
 }
 
 /** Prisma `where` for the listing filters (the workspace is the door's, CoreDeps.data); shared by the REST and GraphQL faces. */

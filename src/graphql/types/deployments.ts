@@ -11,6 +11,7 @@ import { mutate, type UserError, UserErrorType } from "../errors.js";
 import { camelList, toRestBody } from "../input-names.js";
 import { idOf, registerNode, requireId } from "../nodes.js";
 import { connection, PAGE_ARGS_DESCRIPTION, pageComplexity } from "../paging.js";
+import { selectsAny } from "../selection.js";
 import {
   AgentEnvironmentEnum,
   DeploymentStatusEnum,
@@ -133,6 +134,9 @@ const DeploymentFilter = builder.inputType("DeploymentFilter", {
   }),
 });
 
+/** The Deployment fields that show its latest revision (through revisionAt). */
+const READS_LATEST_REVISION = new Set(["latestRevision", "sourceRevisionConfig"]);
+
 builder.queryField("deployments", (t) =>
   t.connection(
     {
@@ -140,14 +144,21 @@ builder.queryField("deployments", (t) =>
       description: `The workspace's deployments, newest first. ${PAGE_ARGS_DESCRIPTION}`,
       args: { filter: t.arg({ type: DeploymentFilter }) },
       complexity: pageComplexity,
-      resolve: async (_root, { filter, ...args }, ctx) => {
+      resolve: async (_root, { filter, ...args }, ctx, info) => {
         // A null filter field is an unused one (clients send null for unset variables).
         const given = Object.fromEntries(Object.entries(filter ?? {}).filter(([, v]) => v != null));
         // Deployment ids may be given as global ids or REST ids.
         const ids = filter?.deploymentIds?.map((id) => idOf(id, "Deployment") ?? id);
         const parsed = ctx.core.batch.parseDeploymentFilter(toRestBody({ ...given, ...(ids && { deploymentIds: ids }) }));
-        const page = await ctx.core.batch.relay("graphql:deployments", args, (keyset) => ctx.core.batch.deploymentPage(ctx.tenant, parsed, keyset));
-        for (const edge of page.edges) ctx.loaders.deployment.prime(edge.node.id, edge.node);
+        // Latest revisions the page will show are read with it, in one statement, rather than by the loader after.
+        const latestRevisions = selectsAny(info, ["edges", "node"], READS_LATEST_REVISION);
+        const page = await ctx.core.batch.relay("graphql:deployments", args, (keyset) =>
+          ctx.core.batch.deploymentPage(ctx.tenant, parsed, keyset, { latestRevisions }),
+        );
+        for (const { node } of page.edges) {
+          ctx.loaders.deployment.prime(node.id, node);
+          if ("latestRevision" in node && node.latestRevision) ctx.loaders.revision.prime(node.latestRevision.id, node.latestRevision);
+        }
         return connection(page, () => ctx.core.batch.deploymentCount(ctx.tenant, parsed));
       },
     },

@@ -1,0 +1,25 @@
+import type { FieldNode, GraphQLResolveInfo, SelectionSetNode } from "graphql";
+
+type Info = Pick<GraphQLResolveInfo, "fieldNodes" | "fragments">;
+
+/** The fields a selection set asks for, through inline fragments and named fragments. */
+function* fieldsOf(set: SelectionSetNode | undefined, fragments: Info["fragments"]): Generator<FieldNode> {
+  for (const selection of set?.selections ?? []) {
+    if (selection.kind === "Field") yield selection;
+    else if (selection.kind === "InlineFragment") yield* fieldsOf(selection.selectionSet, fragments);
+    else yield* fieldsOf(fragments[selection.name.value]?.selectionSet, fragments);
+  }
+}
+
+/**
+ * Whether the resolving field's selection, below the fields named by `path` (e.g. edges, node),
+ * asks for any of `names`: a resolver plans its read from it (one statement that also reads what
+ * the children will show). Conservative: a field under @skip or @include counts as asked for.
+ */
+export function selectsAny(info: Info, path: readonly string[], names: ReadonlySet<string>): boolean {
+  let level: FieldNode[] = [...info.fieldNodes];
+  for (const name of path) {
+    level = level.flatMap((field) => [...fieldsOf(field.selectionSet, info.fragments)].filter((f) => f.name.value === name));
+  }
+  return level.some((field) => [...fieldsOf(field.selectionSet, info.fragments)].some((f) => names.has(f.name.value)));
+}

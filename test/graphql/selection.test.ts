@@ -1,0 +1,30 @@
+import { type FieldNode, type FragmentDefinitionNode, Kind, parse, type OperationDefinitionNode } from "graphql";
+import { describe, expect, it } from "vitest";
+import { selectsAny } from "../../src/graphql/selection.js";
+
+/** The resolve info of the document's first root field, as graphql-js or graphql-jit give it. */
+function infoOf(document: string) {
+  const ast = parse(document);
+  const operation = ast.definitions.find((d): d is OperationDefinitionNode => d.kind === Kind.OPERATION_DEFINITION)!;
+  const fragments = Object.fromEntries(
+    ast.definitions.filter((d): d is FragmentDefinitionNode => d.kind === Kind.FRAGMENT_DEFINITION).map((f) => [f.name.value, f]),
+  );
+  return { fieldNodes: [operation.selectionSet.selections[0] as FieldNode], fragments };
+}
+
+const LATEST = new Set(["latestRevision", "sourceRevisionConfig"]);
+
+describe("selectsAny", () => {
+  it("finds a field below the path, under an alias, an inline fragment or a named fragment", () => {
+    expect(selectsAny(infoOf(`{ deployments { edges { node { id latestRevision { id } } } } }`), ["edges", "node"], LATEST)).toBe(true);
+    expect(selectsAny(infoOf(`{ deployments { edges { node { id src: sourceRevisionConfig { imageUri } } } } }`), ["edges", "node"], LATEST)).toBe(true);
+    expect(selectsAny(infoOf(`{ deployments { edges { ... on DeploymentEdge { node { ... on Deployment { latestRevision { id } } } } } } }`), ["edges", "node"], LATEST)).toBe(true);
+    expect(selectsAny(infoOf(`{ deployments { ...Page } } fragment Page on DeploymentConnection { edges { node { ...D } } } fragment D on Deployment { latestRevision { id } }`), ["edges", "node"], LATEST)).toBe(true);
+  });
+
+  it("is false when only other fields ask for it, or elsewhere than below the path", () => {
+    expect(selectsAny(infoOf(`{ deployments { edges { node { id name } } } }`), ["edges", "node"], LATEST)).toBe(false);
+    expect(selectsAny(infoOf(`{ deployments { edges { node { revisions { edges { node { sourceRevisionConfig { imageUri } } } } } } } }`), ["edges", "node"], LATEST)).toBe(false);
+    expect(selectsAny(infoOf(`{ deployments { pageInfo { endCursor } } }`), ["edges", "node"], LATEST)).toBe(false);
+  });
+});
