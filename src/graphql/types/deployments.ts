@@ -1,7 +1,6 @@
 import type { DeploymentWithRevision } from "../../core/deployments.js";
-import { revisionSourceRevisionConfig } from "../../core/revisions.js";
 import { maskedSecrets, readSecretReferences } from "../../core/schemas/secrets.js";
-import { deploymentSourceConfig, emptySourceRevisionConfig } from "../../core/schemas/source-config.js";
+import { deploymentSourceConfig } from "../../core/schemas/source-config.js";
 import { type DeploymentStatus, IMMUTABLE_SOURCE_CONFIG_FIELDS, REVISION_TRIGGER_FIELDS, type Source } from "../../core/schemas/source.js";
 import type { Deployment } from "../../generated/prisma/client.js";
 import type { RevisionStatus } from "../../core/revision-machine.js";
@@ -31,6 +30,8 @@ import {
   SourceConfigRef,
   SourceRevisionConfigInput,
   SourceRevisionConfigRef,
+  sourceConfigView,
+  sourceRevisionConfigView,
   revisionChangeFields,
 } from "./source-config.js";
 
@@ -48,14 +49,11 @@ builder.node(DeploymentRef, {
     name: t.exposeString("name"),
     displayName: t.exposeString("displayName"),
     source: t.field({ type: SourceEnum, resolve: (d) => d.source as Source }),
-    sourceConfig: t.field({ type: SourceConfigRef, resolve: (d) => ({ ...deploymentSourceConfig(d) }) }),
+    sourceConfig: t.field({ type: SourceConfigRef, resolve: (d) => sourceConfigView(deploymentSourceConfig(d)) }),
     sourceRevisionConfig: t.field({
       type: SourceRevisionConfigRef,
       description: "The latest revision's source revision config.",
-      resolve: async (d, _args, ctx) => {
-        const latest = await revisionAt(ctx, d.latestRevisionId);
-        return latest ? revisionSourceRevisionConfig(latest) : { ...emptySourceRevisionConfig(), repo_commit_sha: null, repo_commit_title: null };
-      },
+      resolve: async (d, _args, ctx) => sourceRevisionConfigView(await revisionAt(ctx, d.latestRevisionId)),
     }),
     secrets: t.field({ type: [SecretRef], description: "Names only: values are never shown.", resolve: (d) => maskedSecrets(d.secrets).map(({ name }) => ({ name })) }),
     secretReferences: t.field({ type: [SecretReferenceRef], resolve: (d) => readSecretReferences(d.secretReferences) }),

@@ -1,6 +1,5 @@
 import { notFound } from "../../core/errors.js";
 import type { Deployment, Revision, RevisionEvent } from "../../generated/prisma/client.js";
-import { revisionSourceRevisionConfig } from "../../core/revisions.js";
 import type { RevisionSummary } from "../../core/revision-reads.js";
 import { readSecretReferences, readStoredSecrets } from "../../core/schemas/secrets.js";
 import { readSourceConfig } from "../../core/schemas/source-config.js";
@@ -18,6 +17,8 @@ import {
   SecretReferenceRef,
   SourceConfigRef,
   SourceRevisionConfigRef,
+  sourceConfigView,
+  sourceRevisionConfigView,
   revisionChangeFields,
 } from "./source-config.js";
 
@@ -53,9 +54,9 @@ builder.node(RevisionRef, {
     sourceConfig: t.field({
       type: SourceConfigRef,
       description: "The source config this revision was made from.",
-      resolve: async (r, _args, ctx) => ({ ...readSourceConfig((await whole(r, ctx)).sourceConfig) }),
+      resolve: async (r, _args, ctx) => sourceConfigView(readSourceConfig((await whole(r, ctx)).sourceConfig)),
     }),
-    sourceRevisionConfig: t.field({ type: SourceRevisionConfigRef, resolve: (r) => revisionSourceRevisionConfig(r) }),
+    sourceRevisionConfig: t.field({ type: SourceRevisionConfigRef, resolve: (r) => sourceRevisionConfigView(r) }),
     secrets: t.field({ type: [SecretRef], resolve: async (r, _args, ctx) => readStoredSecrets((await whole(r, ctx)).secrets).map(({ name }) => ({ name })) }),
     secretReferences: t.field({ type: [SecretReferenceRef], resolve: async (r, _args, ctx) => readSecretReferences((await whole(r, ctx)).secretReferences) }),
     shareable: t.boolean({ resolve: async (r, _args, ctx) => (await whole(r, ctx)).shareable }),

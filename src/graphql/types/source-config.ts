@@ -3,7 +3,9 @@ import type { AgentEnvironment } from "../../core/schemas/agent.js";
 import { builder, type Types } from "../builder.js";
 import { camelList } from "../input-names.js";
 import { SECRET_FIELD } from "../redact.js";
-import { bool, type Obj, obj, str } from "../stored-json.js";
+import { bool, isObj, type Obj, obj, str } from "../stored-json.js";
+import type { SourceConfig } from "../../core/schemas/source-config.js";
+import type { RevisionConfig } from "../../core/revisions.js";
 import { AgentEnvironmentEnum, DeploymentTypeEnum, RevisionSourceEnum } from "./enums.js";
 import { ResourceSpecInput, ResourceSpecRef } from "./resource-spec.js";
 
@@ -14,39 +16,94 @@ const ListenerConfig = builder.objectRef<Obj>("ListenerConfig").implement({
 /** Stored deployment types are core's own values; anything else shows as null. */
 const isDeploymentType = (v: string | null): v is DeploymentType => (DEPLOYMENT_TYPES as readonly (string | null)[]).includes(v);
 
-export const SourceConfigRef = builder.objectRef<Obj>("SourceConfig").implement({
+/**
+ * A source config as GraphQL shows it: each field under its GraphQL name, read once with stored-json's
+ * rules (a value of the wrong shape is null), so that answering a field is a property read. Pages
+ * show this object for every deployment and revision; resolving its fields one by one cost a
+ * resolver call each.
+ */
+export interface SourceConfigView {
+  integrationId: string | null;
+  repoUrl: string | null;
+  buildOnPush: boolean | null;
+  customUrl: string | null;
+  resourceSpec: Obj | null;
+  listenerId: string | null;
+  listenerConfig: Obj | null;
+  installCommand: string | null;
+  buildCommand: string | null;
+  deploymentType: DeploymentType | null;
+  repoBranch: string | null;
+}
+
+/** The view of a source config in REST's shape (core's SourceConfig). */
+export function sourceConfigView(config: SourceConfig): SourceConfigView {
+  const o = config as unknown as Obj;
+  const deploymentType = str(o, "deployment_type");
+  return {
+    integrationId: str(o, "integration_id"),
+    repoUrl: str(o, "repo_url"),
+    buildOnPush: bool(o, "build_on_push"),
+    customUrl: str(o, "custom_url"),
+    resourceSpec: obj(o, "resource_spec"),
+    listenerId: str(o, "listener_id"),
+    listenerConfig: obj(o, "listener_config"),
+    installCommand: str(o, "install_command"),
+    buildCommand: str(o, "build_command"),
+    deploymentType: isDeploymentType(deploymentType) ? deploymentType : null,
+    repoBranch: str(o, "repo_branch"),
+  };
+}
+
+export const SourceConfigRef = builder.objectRef<SourceConfigView>("SourceConfig").implement({
   description: `How a deployment is built and run; changing ${camelList(REVISION_TRIGGER_FIELDS, "or")} creates a revision.`,
   fields: (t) => ({
-    integrationId: t.id({ nullable: true, description: "REST id of the code-hosting installation.", resolve: (o) => str(o, "integration_id") }),
-    repoUrl: t.string({ nullable: true, resolve: (o) => str(o, "repo_url") }),
-    buildOnPush: t.boolean({ nullable: true, resolve: (o) => bool(o, "build_on_push") }),
-    customUrl: t.string({ nullable: true, resolve: (o) => str(o, "custom_url") }),
-    resourceSpec: t.field({ type: ResourceSpecRef, nullable: true, resolve: (o) => obj(o, "resource_spec") }),
-    listenerId: t.id({ nullable: true, description: "REST id of the listener (self-hosted).", resolve: (o) => str(o, "listener_id") }),
-    listenerConfig: t.field({ type: ListenerConfig, nullable: true, resolve: (o) => obj(o, "listener_config") }),
-    installCommand: t.string({ nullable: true, resolve: (o) => str(o, "install_command") }),
-    buildCommand: t.string({ nullable: true, resolve: (o) => str(o, "build_command") }),
-    deploymentType: t.field({
-      type: DeploymentTypeEnum,
-      nullable: true,
-      resolve: (o) => {
-        const v = str(o, "deployment_type");
-        return isDeploymentType(v) ? v : null;
-      },
-    }),
-    repoBranch: t.string({ nullable: true, resolve: (o) => str(o, "repo_branch") }),
+    integrationId: t.exposeID("integrationId", { nullable: true, description: "REST id of the code-hosting installation." }),
+    repoUrl: t.exposeString("repoUrl", { nullable: true }),
+    buildOnPush: t.exposeBoolean("buildOnPush", { nullable: true }),
+    customUrl: t.exposeString("customUrl", { nullable: true }),
+    resourceSpec: t.expose("resourceSpec", { type: ResourceSpecRef, nullable: true }),
+    listenerId: t.exposeID("listenerId", { nullable: true, description: "REST id of the listener (self-hosted)." }),
+    listenerConfig: t.expose("listenerConfig", { type: ListenerConfig, nullable: true }),
+    installCommand: t.exposeString("installCommand", { nullable: true }),
+    buildCommand: t.exposeString("buildCommand", { nullable: true }),
+    deploymentType: t.expose("deploymentType", { type: DeploymentTypeEnum, nullable: true }),
+    repoBranch: t.exposeString("repoBranch", { nullable: true }),
   }),
 });
 
-export const SourceRevisionConfigRef = builder.objectRef<Obj>("SourceRevisionConfig").implement({
+/** A source revision config as GraphQL shows it (see SourceConfigView): its inputs and the commit the pipeline resolved. */
+export interface SourceRevisionConfigView {
+  repoRef: string | null;
+  frameworkConfigPath: string | null;
+  imageUri: string | null;
+  sourceTarballPath: string | null;
+  repoCommitSha: string | null;
+  repoCommitTitle: string | null;
+}
+
+/** The view of a revision's source revision config; a deployment without revisions shows all null. */
+export function sourceRevisionConfigView(r: RevisionConfig | null): SourceRevisionConfigView {
+  const o: Obj = r && isObj(r.sourceRevisionConfig) ? r.sourceRevisionConfig : {};
+  return {
+    repoRef: str(o, "repo_ref"),
+    frameworkConfigPath: str(o, "framework_config_path"),
+    imageUri: str(o, "image_uri"),
+    sourceTarballPath: str(o, "source_tarball_path"),
+    repoCommitSha: r?.repoCommitSha ?? null,
+    repoCommitTitle: r?.repoCommitTitle ?? null,
+  };
+}
+
+export const SourceRevisionConfigRef = builder.objectRef<SourceRevisionConfigView>("SourceRevisionConfig").implement({
   description: "What one revision is built from, and the commit the pipeline resolved for it.",
   fields: (t) => ({
-    repoRef: t.string({ nullable: true, resolve: (o) => str(o, "repo_ref") }),
-    frameworkConfigPath: t.string({ nullable: true, resolve: (o) => str(o, "framework_config_path") }),
-    imageUri: t.string({ nullable: true, resolve: (o) => str(o, "image_uri") }),
-    sourceTarballPath: t.string({ nullable: true, resolve: (o) => str(o, "source_tarball_path") }),
-    repoCommitSha: t.string({ nullable: true, resolve: (o) => str(o, "repo_commit_sha") }),
-    repoCommitTitle: t.string({ nullable: true, resolve: (o) => str(o, "repo_commit_title") }),
+    repoRef: t.exposeString("repoRef", { nullable: true }),
+    frameworkConfigPath: t.exposeString("frameworkConfigPath", { nullable: true }),
+    imageUri: t.exposeString("imageUri", { nullable: true }),
+    sourceTarballPath: t.exposeString("sourceTarballPath", { nullable: true }),
+    repoCommitSha: t.exposeString("repoCommitSha", { nullable: true }),
+    repoCommitTitle: t.exposeString("repoCommitTitle", { nullable: true }),
   }),
 });
 
