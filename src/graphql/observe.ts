@@ -19,6 +19,17 @@ const outcomeOf = (result: ExecutionResult | AsyncIterable<unknown>): "ok" | "er
  * name and the caller into the request's record, each operation counted by name, type and outcome,
  * and each SSE subscription counted open until it ends. graphql-ws counts its own (ws.ts).
  */
+/** The operation's label, also written into the request's access-log record with its caller. */
+function labelled(args: { document: DocumentNode; operationName?: string | null; contextValue: unknown }) {
+  const ctx = args.contextValue as { record?: RequestRecord; tenant?: Tenant };
+  const label = operationLabel(args.document, args.operationName);
+  if (ctx.record) {
+    ctx.record.operationName = label.name;
+    if (ctx.tenant) recordTenant(ctx.record, ctx.tenant);
+  }
+  return label;
+}
+
 export function useObservedOperations(metrics: Metrics | null): Plugin {
   return {
     onParams({ params, context }) {
@@ -26,12 +37,7 @@ export function useObservedOperations(metrics: Metrics | null): Plugin {
       if (record && typeof params.operationName === "string") record.operationName = params.operationName.slice(0, 100);
     },
     onExecute({ args }) {
-      const ctx = args.contextValue as { record?: RequestRecord; tenant?: Tenant };
-      const { name, type } = operationLabel(args.document, args.operationName);
-      if (ctx.record) {
-        ctx.record.operationName = name;
-        if (ctx.tenant) recordTenant(ctx.record, ctx.tenant);
-      }
+      const { name, type } = labelled(args);
       return {
         onExecuteDone({ result }) {
           metrics?.graphqlOperations.inc({ operation: name, type, outcome: outcomeOf(result) });
@@ -39,12 +45,7 @@ export function useObservedOperations(metrics: Metrics | null): Plugin {
       };
     },
     onSubscribe({ args }) {
-      const ctx = args.contextValue as { record?: RequestRecord; tenant?: Tenant };
-      const { name, type } = operationLabel(args.document, args.operationName);
-      if (ctx.record) {
-        ctx.record.operationName = name;
-        if (ctx.tenant) recordTenant(ctx.record, ctx.tenant);
-      }
+      const { name, type } = labelled(args);
       return {
         onSubscribeResult({ result }) {
           metrics?.graphqlOperations.inc({ operation: name, type, outcome: outcomeOf(result) });
