@@ -13,16 +13,22 @@ import { revisionPageRows, type RevisionSummary } from "./revision-reads.js";
 export class RevisionPages {
   constructor(private readonly deps: CoreDeps) {}
 
+  /**
+   * With `probe` false the pages read no row past their end, so their hasNextPage (hasPreviousPage
+   * backward) is false whatever follows: for a caller that will not show it (a GraphQL selection
+   * without pageInfo), which saves a sixth of the rows of a dashboard's `first: 5`.
+   */
   async pages(
     tenant: Tenant,
     deploymentIds: readonly string[],
     args: KeysetArgs,
     statuses?: readonly string[],
+    probe = true,
   ): Promise<KeysetPage<RevisionSummary>[]> {
     const ids = uuidsOnly(deploymentIds);
     const backward = args.last !== undefined && args.first === undefined;
     const size = backward ? args.last! : (args.first ?? DEFAULT_PAGE_SIZE);
-    const rows = ids.length === 0 ? [] : await this.rows(tenant, ids, args, statuses, backward, size + 1);
+    const rows = ids.length === 0 ? [] : await this.rows(tenant, ids, args, statuses, backward, probe ? size + 1 : size);
     const byDeployment = new Map<string, RevisionSummary[]>();
     for (const row of rows) {
       const list = byDeployment.get(row.deploymentId);

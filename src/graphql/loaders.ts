@@ -93,13 +93,13 @@ export class Loaders {
     return (this.made.repositories ??= new DataLoader<string, CodehostRepository[]>((ids) => this.core.repositories.byInstallations(this.tenant, ids)));
   }
 
-  /** The revision page of each deployment for one set of arguments. */
-  revisionPage(args: KeysetArgs, statuses: readonly string[] | undefined): DataLoader<string, KeysetPage<RevisionSummary>> {
+  /** The revision page of each deployment for one set of arguments (`probe`: see RevisionPages.pages). */
+  revisionPage(args: KeysetArgs, statuses: readonly string[] | undefined, probe = true): DataLoader<string, KeysetPage<RevisionSummary>> {
     const pages = (this.revisionPages ??= new Map());
-    const key = JSON.stringify([args, statuses ?? null]);
+    const key = JSON.stringify([args, statuses ?? null, probe]);
     let loader = pages.get(key);
     if (!loader) {
-      loader = new DataLoader<string, KeysetPage<RevisionSummary>>((ids) => this.core.revisionPages.pages(this.tenant, ids, args, statuses));
+      loader = new DataLoader<string, KeysetPage<RevisionSummary>>((ids) => this.core.revisionPages.pages(this.tenant, ids, args, statuses, probe));
       pages.set(key, loader);
     }
     return loader;

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { countSql } from "./sql-count.js";
@@ -85,6 +85,23 @@ describe("DataLoaders", () => {
       expect(edges.filter((d: any) => d.listener).length).toBe(50);
     } finally {
       sql.restore();
+    }
+  });
+
+  it("reads no revision past a page's end when the selection has no pageInfo, and answers the same edges", async () => {
+    const query = (pageInfo: string) =>
+      `query { deployments(first: 100) { edges { node { id revisions(first: 5) { edges { node { id status } } ${pageInfo} } } } } }`;
+    const spy = vi.spyOn(t.app.core.deps.prepared, "rows");
+    try {
+      const edges = (data: any) => data.deployments.edges.map((e: any) => e.node.revisions.edges.map((r: any) => r.node.id));
+      const withInfo = await gqlOk(t, ws.apiKey, query("pageInfo { hasNextPage }"));
+      const without = await gqlOk(t, ws.apiKey, query(""));
+      expect(edges(without)).toEqual(edges(withInfo));
+      const pageTakes = spy.mock.calls.filter(([statement]) => statement.name.startsWith("revision_pages_")).map(([, values]) => values.at(-1));
+      expect(pageTakes).toEqual([6, 5]);
+      expect(withInfo.deployments.edges.some((e: any) => e.node.revisions.pageInfo.hasNextPage)).toBe(true);
+    } finally {
+      spy.mockRestore();
     }
   });
 });

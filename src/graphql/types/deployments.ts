@@ -35,6 +35,8 @@ import {
   revisionChangeFields,
 } from "./source-config.js";
 
+const PAGE_INFO = new Set(["pageInfo"]);
+
 /** Loads a revision the deployment points at; the loader batches these across a whole page. */
 const revisionAt = (ctx: GraphQLContext, id: string | null) => (id ? ctx.loaders.revision.load(id) : null);
 
@@ -71,10 +73,12 @@ builder.node(DeploymentRef, {
         description: `The deployment's revisions, newest first, optionally only those in some statuses. ${PAGE_ARGS_DESCRIPTION}`,
         args: { status: t.arg({ type: [RevisionStatusEnum] }) },
         complexity: pageComplexity,
-        resolve: async (d, args, ctx) => {
+        resolve: async (d, args, ctx, info) => {
           const statuses = args.status ? [...new Set<RevisionStatus>(args.status)] : undefined;
           const keyset = ctx.core.batch.keysetArgs("graphql:revisions", args);
-          const page = await ctx.loaders.revisionPage(keyset, statuses).load(d.id);
+          // Without pageInfo in the selection, no page needs a row past its end to say whether more follow.
+          const probe = selectsAny(info, [], PAGE_INFO);
+          const page = await ctx.loaders.revisionPage(keyset, statuses, probe).load(d.id);
           return connection(ctx.core.batch.toRelay("graphql:revisions", page), () => ctx.loaders.revisionCount(statuses).load(d.id));
         },
       },
