@@ -12,6 +12,7 @@ import { ConfigError, loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
 import { createTestDatabase, request, TEST_SECRETS_KEY } from "../support/app.js";
 import { listenerBody } from "../support/fixtures.js";
+import { skipDatabaseIndependent } from "../support/database-independent.js";
 
 /**
  * A database that outlives an app, so that a second build is a restart: a database of its own on
@@ -170,7 +171,9 @@ describe("bootstrap", { timeout: 120_000 }, () => {
   });
 });
 
-describe("loadConfig", () => {
+// Settings only (the last one starts a process that stops at its settings): a PostgreSQL run would repeat
+// the PGlite run's tests (support/database-independent.ts).
+describe.skipIf(skipDatabaseIndependent)("loadConfig", () => {
   it("has embedded defaults", () => {
     const config = loadConfig({});
     expect(config).toMatchObject({

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort, reaped } from "../../scripts/lib/processes.js";
+import { skipDatabaseIndependent } from "../support/database-independent.js";
 
 /**
  * `npm start` as a container (`CMD npm start`) or a supervisor runs it: npm, the shell npm runs the
@@ -78,7 +79,9 @@ async function npmStart(detached: boolean) {
   return { npm, port, closed, output: () => output, tree: descendants(npm.pid!) };
 }
 
-describe("signals to `npm start`", () => {
+// The server runs on an in-memory embedded database whatever the run's database (TEST_DATABASE_URL is
+// taken out of its environment): a PostgreSQL run would repeat the PGlite run's test (support/database-independent.ts).
+describe.skipIf(skipDatabaseIndependent)("signals to `npm start`", () => {
   const cases: [string, boolean, NodeJS.Signals][] = [
     ["SIGTERM to npm, started as its own process group's leader", true, "SIGTERM"],
     ["SIGTERM to npm, started in the test's process group", false, "SIGTERM"],

@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { LOCK_FILE, lockDataDir, StartupError } from "../../src/db/data-dir-lock.js";
 import { TEST_SECRETS_KEY } from "../support/app.js";
 import { spawnServer } from "../support/server-process.js";
+import { skipDatabaseIndependent } from "../support/database-independent.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const run = promisify(execFile);
@@ -38,7 +39,10 @@ async function startMain(env: Record<string, string>) {
   }
 }
 
-describe("the DATA_DIR lock", () => {
+// Neither the lock nor the start-up below reaches TEST_DATABASE_URL (the servers here run on an embedded
+// database of their own, or fail to reach a PostgreSQL that is not there): a PostgreSQL run would repeat
+// the PGlite run's tests (support/database-independent.ts).
+describe.skipIf(skipDatabaseIndependent)("the DATA_DIR lock", () => {
   it("refuses a second holder, naming the pid that has the folder, and is released", () => {
     const dir = tempDir();
     const lock = lockDataDir(dir, "first");
@@ -61,7 +65,7 @@ describe("the DATA_DIR lock", () => {
   });
 });
 
-describe("start-up", { timeout: 240_000 }, () => {
+describe.skipIf(skipDatabaseIndependent)("start-up", { timeout: 240_000 }, () => {
   it("says what it is doing during the first start, and a second process on the same DATA_DIR says who has it", async () => {
     const dataDir = tempDir();
     const lines: string[] = [];

@@ -1,8 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { openDatabase } from "../../src/db/client.js";
 import { migrate } from "../../src/db/migrate.js";
+import { skipDatabaseIndependent } from "../support/database-independent.js";
 
-describe("PGlite snapshots", () => {
+// PGlite's own, whatever the run's database: a PostgreSQL run would repeat the PGlite run's test (support/database-independent.ts).
+describe.skipIf(skipDatabaseIndependent)("PGlite snapshots", () => {
   it("start a database with the snapshot's tables and data, so tests need not migrate again", async () => {
     const source = await openDatabase({ kind: "pglite", dataDir: null });
     await migrate(source.sql);
