@@ -1,8 +1,6 @@
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rmSync } from "node:fs";
 import { Writable } from "node:stream";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
@@ -10,13 +8,15 @@ import { type App, buildApp } from "../../src/app.js";
 import { createWorkspace } from "../../src/core/workspaces.js";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import { createLogger } from "../../src/logger.js";
-import { createTestDatabase, request, TEST_SECRETS_KEY } from "../support/app.js";
+import { createTestDatabase, request, seededDataDir, TEST_SECRETS_KEY } from "../support/app.js";
 import { listenerBody } from "../support/fixtures.js";
 import { skipDatabaseIndependent } from "../support/database-independent.js";
 
 /**
  * A database that outlives an app, so that a second build is a restart: a database of its own on
- * PostgreSQL, or on PGlite the embedded default, a data directory on disk.
+ * PostgreSQL, or on PGlite the embedded default, a data directory on disk. Either one is migrated and
+ * empty when the first build opens it: these tests are about the bootstrap settings, not about
+ * initialising a database (test/app/startup.test.ts starts on an empty folder).
  */
 const dataDirs: string[] = [];
 afterAll(() => {
@@ -24,7 +24,7 @@ afterAll(() => {
 });
 
 async function persistentDatabase(): Promise<Record<string, string | undefined>> {
-  const dataDir = mkdtempSync(join(tmpdir(), "dcp-boot-"));
+  const dataDir = seededDataDir("dcp-boot-");
   dataDirs.push(dataDir);
   const db = await createTestDatabase();
   return { DATA_DIR: dataDir, DATABASE_URL: "url" in db ? db.url : undefined };
@@ -61,7 +61,7 @@ const addListener = (app: App, key: string, computeId: string) =>
   request(app, "POST", "/v2/listeners", { key, body: listenerBody({ compute_id: computeId }) });
 const computeIds = (res: { body: { resources: { compute_id: string }[] } }) => res.body.resources.map((l) => l.compute_id);
 
-// Each case starts the app two or three times on a persistent database (on PGlite: from initdb).
+// Each case starts the app two or three times on a persistent database.
 describe("bootstrap", { timeout: 120_000 }, () => {
   it("BOOTSTRAP_API_KEY alone makes a workspace with that key, once across restarts", async () => {
     const key = `boot-${randomUUID()}`;

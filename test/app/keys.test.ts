@@ -1,7 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rmSync } from "node:fs";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, inject, it } from "vitest";
@@ -10,7 +8,7 @@ import { loadConfig } from "../../src/config.js";
 import { hashApiKey } from "../../src/core/auth.js";
 import { createWorkspace } from "../../src/core/workspaces.js";
 import { createLogger } from "../../src/logger.js";
-import { createTestDatabase, startTestApp, TEST_SECRETS_KEY, type TestApp } from "../support/app.js";
+import { createTestDatabase, seededDataDir, startTestApp, TEST_SECRETS_KEY, type TestApp } from "../support/app.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const run = promisify(execFile);
@@ -57,7 +55,8 @@ describe("API keys", { timeout: 180_000 }, () => {
   });
 
   it("npm run keys -- create|list|revoke", async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "dcp-keys-"));
+    // On PGlite, a data directory whose database is migrated and empty, as a first start leaves it.
+    const dataDir = seededDataDir("dcp-keys-");
     dirs.push(dataDir);
     const db = await createTestDatabase();
     const settings: Record<string, string> = { DATA_DIR: dataDir, SECRETS_KEY: TEST_SECRETS_KEY, LOG_LEVEL: "warn", ...("url" in db ? { DATABASE_URL: db.url } : {}) };

@@ -1,12 +1,11 @@
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { connect } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort, reaped } from "../../scripts/lib/processes.js";
+import { seededDataDir } from "../support/app.js";
 import { skipDatabaseIndependent } from "../support/database-independent.js";
 
 /**
@@ -61,10 +60,11 @@ const portOpen = (port: number) =>
 
 async function npmStart(detached: boolean) {
   const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), "dcp-npm-start-"));
+  // The embedded database, already there and migrated (signals are the subject, not a first start).
+  const dataDir = seededDataDir("dcp-npm-start-");
   dirs.push(dataDir);
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATABASE_URL: "memory://", DATA_DIR: dataDir, LOG_LEVEL: "info", METRICS_PORT: "0" };
-  for (const name of ["TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER"]) delete env[name];
+  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "info", METRICS_PORT: "0" };
+  for (const name of ["DATABASE_URL", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER"]) delete env[name];
   const npm = reaped(spawn("npm", ["start", "--silent"], { cwd: ROOT, env, detached, stdio: ["ignore", "pipe", "pipe"] }));
   let output = "";
   npm.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
@@ -79,7 +79,7 @@ async function npmStart(detached: boolean) {
   return { npm, port, closed, output: () => output, tree: descendants(npm.pid!) };
 }
 
-// The server runs on an in-memory embedded database whatever the run's database (TEST_DATABASE_URL is
+// The server runs on an embedded database of its own whatever the run's database (TEST_DATABASE_URL is
 // taken out of its environment): a PostgreSQL run would repeat the PGlite run's test (support/database-independent.ts).
 describe.skipIf(skipDatabaseIndependent)("signals to `npm start`", () => {
   const cases: [string, boolean, NodeJS.Signals][] = [

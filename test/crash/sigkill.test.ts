@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import { type Database, openDatabase } from "../../src/db/client.js";
 import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/core/revision-machine.js";
-import { createTestDatabase } from "../support/app.js";
+import { createTestDatabase, seededDataDir } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
 import { listenerBody } from "../support/fixtures.js";
 
@@ -225,12 +225,9 @@ async function verify(db: Database, known: Known) {
 // Each test run crashes the backend it tests: PGlite in a plain run, PostgreSQL when TEST_DATABASE_URL is set.
 describe("SIGKILL in every pipeline status, then restart", () => {
   it.skipIf(process.env.TEST_DATABASE_URL)("on PGlite with a data directory", async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), "dcp-crash-"));
+    // Seeded with the migrated database: the server's first start skips initdb and migrations.
+    const dataDir = seededDataDir("dcp-crash-");
     try {
-      // Seeded from the migrated snapshot: the server's first start skips initdb and migrations.
-      const seed = await createTestDatabase();
-      if (!("snapshot" in seed)) throw new Error("expected a PGlite snapshot");
-      await (await openDatabase({ kind: "pglite", dataDir: `${dataDir}/pglite` }, { pgliteSnapshot: seed.snapshot })).close();
       await scenario({ DATA_DIR: dataDir }, () => openDatabase({ kind: "pglite", dataDir: `${dataDir}/pglite` }));
     } finally {
       rmSync(dataDir, { recursive: true, force: true });

@@ -1,7 +1,5 @@
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,7 +9,7 @@ import { createWorkspace, type NewWorkspace } from "../../src/core/workspaces.js
 import { type Database, openDatabase, type PrismaClient } from "../../src/db/client.js";
 import { migrate } from "../../src/db/migrate.js";
 import { CIPHERTEXT } from "../support/leak-guard.js";
-import { type TestApp, startTestApp } from "../support/app.js";
+import { type TestApp, seededDataDir, startTestApp } from "../support/app.js";
 
 const run = promisify(execFile);
 
@@ -163,8 +161,8 @@ describe("secrets key rotation", () => {
 
   it("`npm run secrets:rotate` rotates a database from the environment's keys; exit 1 names what it could not open", async () => {
     // On PostgreSQL the app's own database (the script runs beside a live service); on PGlite a data
-    // directory of its own, opened only while the script is not running (one process owns it).
-    const dataDir = mkdtempSync(join(tmpdir(), "dcp-rotate-"));
+    // directory of its own (seeded, migrated), opened only while the script is not running (one process owns it).
+    const dataDir = seededDataDir("dcp-rotate-");
     const pgUrl = t.app.config.database.kind === "postgres" ? t.app.config.database.url : null;
     const withDb = async <T>(fn: (db: Database) => Promise<T>): Promise<T> => {
       if (pgUrl) return fn(t.app.db);
