@@ -27,9 +27,14 @@ async function tablesOf(sql: Sql): Promise<{ name: string; pk: string[] }[]> {
 const ident = (s: string) => `"${s.replace(/"/g, '""')}"`;
 const literal = (s: string) => `'${s.replace(/'/g, "''")}'`;
 
-/** Row counts and a checksum of every table: equal fingerprints mean nothing was written. */
-export async function fingerprint(sql: Sql): Promise<Fingerprint> {
-  const parts = (await tablesOf(sql)).map(
+/**
+ * Row counts and a checksum of every table (or of the tables named in `only`): equal fingerprints mean
+ * nothing was written.
+ */
+export async function fingerprint(sql: Sql, only?: ReadonlySet<string>): Promise<Fingerprint> {
+  const tables = (await tablesOf(sql)).filter(({ name }) => !only || only.has(name));
+  if (tables.length === 0) return {};
+  const parts = tables.map(
     ({ name, pk }) =>
       `SELECT ${literal(name)} AS name, count(*)::int AS rows,
          coalesce(md5(string_agg(t::text, E'\\n' ORDER BY ${pk.map(ident).join(", ")})), '') AS md5
@@ -40,16 +45,25 @@ export async function fingerprint(sql: Sql): Promise<Fingerprint> {
 }
 
 /**
- * A cheap stamp of every table: its row count and the newest transaction id among its rows. Any
+ * A cheap stamp of each table: its row count and the newest transaction id among its rows. Any
  * committed insert, update or delete changes it (a new row version carries its writer's id, the
- * newest), and, unlike a checksum, it reads no column values. Equal stamps: nothing was written.
+ * newest), and, unlike a checksum, it reads no column values. A table whose stamp is the same was
+ * not written.
  */
-export async function writeStamp(sql: Sql): Promise<string> {
+export type WriteStamps = Record<string, string>;
+
+export async function writeStamps(sql: Sql): Promise<WriteStamps> {
   const parts = (await tablesOf(sql)).map(
     ({ name }) => `SELECT ${literal(name)} AS name, count(*)::int AS n, coalesce(max(xmin::text::bigint), 0)::text AS x FROM ${ident(name)}`,
   );
   const rows = await sql.query<{ name: string; n: number; x: string }>(parts.join("\nUNION ALL\n"));
-  return rows.map((r) => `${r.name}:${r.n}:${r.x}`).join(" ");
+  return Object.fromEntries(rows.map((r) => [r.name, `${r.n}:${r.x}`]));
+}
+
+/** The tables whose stamps differ. */
+export function stampedTables(before: WriteStamps, after: WriteStamps): string[] {
+  const names = new Set([...Object.keys(before), ...Object.keys(after)]);
+  return [...names].filter((n) => before[n] !== after[n]).sort();
 }
 
 /** The tables whose count or checksum differ, for a failure message that says where. */
