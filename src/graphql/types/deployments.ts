@@ -18,7 +18,7 @@ import {
   RevisionStatusEnum,
   SourceEnum,
 } from "./enums.js";
-import { DeploymentRef, InstallationRef, ListenerRef, RevisionRef } from "./refs.js";
+import { DeploymentRef, type DeploymentView, InstallationRef, ListenerRef, RevisionRef } from "./refs.js";
 import {
   AgentInput,
   AgentRef,
@@ -40,6 +40,9 @@ const PAGE_INFO = new Set(["pageInfo"]);
 /** Loads a revision the deployment points at; the loader batches these across a whole page. */
 const revisionAt = (ctx: GraphQLContext, id: string | null) => (id ? ctx.loaders.revision.load(id) : null);
 
+/** The latest revision: at hand when the page's statement read it with the deployment (no promise), else loaded. */
+const latestOf = (ctx: GraphQLContext, d: DeploymentView) => (d.latestRevision !== undefined ? d.latestRevision : revisionAt(ctx, d.latestRevisionId));
+
 builder.node(DeploymentRef, {
   description: "A deployment of an agent server: its configuration, its revisions and where it is served.",
   id: { resolve: (d) => d.id },
@@ -55,12 +58,15 @@ builder.node(DeploymentRef, {
     sourceRevisionConfig: t.field({
       type: SourceRevisionConfigRef,
       description: "The latest revision's source revision config.",
-      resolve: async (d, _args, ctx) => sourceRevisionConfigView(await revisionAt(ctx, d.latestRevisionId)),
+      resolve: (d, _args, ctx) => {
+        const latest = latestOf(ctx, d);
+        return latest instanceof Promise ? latest.then(sourceRevisionConfigView) : sourceRevisionConfigView(latest);
+      },
     }),
     secrets: t.field({ type: [SecretRef], description: "Names only: values are never shown.", resolve: (d) => maskedSecrets(d.secrets).map(({ name }) => ({ name })) }),
     secretReferences: t.field({ type: [SecretReferenceRef], resolve: (d) => readSecretReferences(d.secretReferences) }),
     status: t.field({ type: DeploymentStatusEnum, resolve: (d) => d.status as DeploymentStatus }),
-    latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx) => revisionAt(ctx, d.latestRevisionId) }),
+    latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx) => latestOf(ctx, d) }),
     activeRevision: t.field({
       type: RevisionRef,
       nullable: true,

@@ -11,7 +11,9 @@ export type RevisionView = RevisionSummary & Partial<Revision>;
 
 // The node types' refs, apart from their fields, so that entity files can point at each other.
 export const WorkspaceRef = builder.objectRef<Workspace>("Workspace");
-export const DeploymentRef = builder.objectRef<Deployment>("Deployment");
+/** A deployment as the GraphQL face holds it: its row, with its latest revision when a page's statement read it along. */
+export type DeploymentView = Deployment & { latestRevision?: RevisionSummary | null };
+export const DeploymentRef = builder.objectRef<DeploymentView>("Deployment");
 export const RevisionRef = builder.objectRef<RevisionView>("Revision");
 export const ListenerRef = builder.objectRef<Listener>("Listener");
 export const InstallationRef = builder.objectRef<CodehostInstallation>("CodehostInstallation");
