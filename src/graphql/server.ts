@@ -116,6 +116,20 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
   return yoga;
 }
 
+/** A whole GraphQL answer (yoga's regular result), as opposed to a stream (SSE, multipart). */
+const WHOLE_ANSWER = /^application\/(graphql-response\+)?json\b/;
+
+/**
+ * yoga answers with its fetch ponyfill's Response, which @hono/node-server can only copy to the
+ * socket as a stream: a reader, a Buffer per chunk, chunked encoding. A whole answer is a string
+ * inside it; handed on as the platform's own Response around that string, the server writes it at
+ * once with its length, as it writes REST's answers. Streams pass as they are.
+ */
+export async function wholeAnswer(answer: Response): Promise<Response> {
+  if (!WHOLE_ANSWER.test(answer.headers.get("content-type") ?? "")) return answer;
+  return new Response(await answer.text(), { status: answer.status, statusText: answer.statusText, headers: new Headers(answer.headers) });
+}
+
 /**
  * Rejects an operation whose cost exceeds the limit before any resolver runs. Runs after the
  * standard validation, on valid documents only, on the operation that will execute.
