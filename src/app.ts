@@ -21,7 +21,7 @@ import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.
 import { isDatabaseUnavailable } from "./core/prisma-errors.js";
 import { Vacuum } from "./db/vacuum.js";
 import { createEventBus } from "./events/index.js";
-import { createGraphQLServer, GRAPHQL_PATH, type GraphQLServer, wholeAnswer } from "./graphql/server.js";
+import { type AnswerSink, createGraphQLServer, GRAPHQL_PATH, type GraphQLServer, wholeAnswer } from "./graphql/server.js";
 import { attachWebSocket, type WebSocketFace } from "./graphql/ws.js";
 import { createLogger, type Logger } from "./logger.js";
 import { SimulatorRuntime } from "./pipeline/runtimes/simulator.js";
@@ -228,7 +228,10 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
         summary: "The GraphQL API (GraphQL over HTTP; subscriptions over SSE here, or graphql-ws on the same path). In a browser, GET opens GraphiQL.",
         responses: { 200: graphqlAnswer, 400: graphqlAnswer, 401: graphqlAnswer, 403: graphqlAnswer, 405: graphqlAnswer, 406: graphqlAnswer, 415: graphqlAnswer, 503: graphqlAnswer },
       },
-      async (c) => wholeAnswer(await graphql.fetch(c.req.raw, { record: c.get("record") })),
+      async (c) => {
+        const answerBytes: AnswerSink = { bytes: null };
+        return wholeAnswer(await graphql.fetch(c.req.raw, { record: c.get("record"), answerBytes }), answerBytes);
+      },
     ),
   );
   // The REST reference, made from the routes above (and itself) on first request.

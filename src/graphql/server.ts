@@ -2,7 +2,7 @@ import { EnvelopArmorPlugin } from "@escape.tech/graphql-armor";
 import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
 import { complexityFromQuery } from "@pothos/plugin-complexity";
 import { type DocumentNode, getOperationAST, GraphQLError, type GraphQLSchema, Kind, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
-import { createYoga, maskError as yogaMaskError, type Plugin, type YogaServerInstance } from "graphql-yoga";
+import { createYoga, maskError as yogaMaskError, type Plugin, processRegularResult, type YogaServerInstance } from "graphql-yoga";
 import type { Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
@@ -13,6 +13,7 @@ import { toGraphQLError } from "./errors.js";
 import { useRedactedSecrets } from "./redact.js";
 import { schema } from "./types/index.js";
 import { useCompiledQueries } from "./jit.js";
+import { jsonBytes } from "./answer-bytes.js";
 import { useAuthenticationFirst } from "./authenticate.js";
 import { createParseCache, registerParseCache } from "./parse-cache.js";
 import { subscribeShared } from "./shared-execution.js";
@@ -42,6 +43,8 @@ export interface ServerContext {
   record?: RequestRecord;
   /** Set for a request without credentials whose document only introspects the schema. */
   introspectionOnly?: boolean;
+  /** Set by the /graphql route: where a whole answer's body is written as bytes. */
+  answerBytes?: AnswerSink;
 }
 
 /** The context of an anonymous introspection: a workspace that matches nothing, for a document that reads no data. */
@@ -107,6 +110,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       useComplexityLimit(LIMITS.complexity),
       useCompiledQueries(),
       useObservedOperations(options.metrics ?? null),
+      useAnswerBytes(),
       // Over SSE too, subscribers of one change asking the same share one execution of it.
       { onSubscribe: ({ setSubscribeFn }) => setSubscribeFn(subscribeShared) } satisfies Plugin,
       ...(options.introspection ? [] : [useNoIntrospection()]),
@@ -116,18 +120,47 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
   return yoga;
 }
 
+/** Where the /graphql route takes a whole answer's body, as UTF-8 bytes (see useAnswerBytes). */
+export interface AnswerSink {
+  bytes: Buffer<ArrayBuffer> | null;
+}
+
+/**
+ * A whole answer (a result of yoga's regular processor, which still chooses its media type, status
+ * and headers) is written as bytes into the request's sink, without becoming one large string first
+ * (answer-bytes.ts says why); yoga's own body is then left empty, and wholeAnswer sends the bytes.
+ * Without a sink (yoga called other than through the route), or for streams, nothing changes.
+ */
+function useAnswerBytes(): Plugin<Record<string, unknown>, ServerContext> {
+  return {
+    onResultProcess({ result, setResult, resultProcessor, serverContext }) {
+      const sink = serverContext.answerBytes;
+      if (!sink || resultProcessor !== processRegularResult || Array.isArray(result) || Symbol.asyncIterator in result) return;
+      setResult({
+        ...result,
+        stringify: (answer: unknown) => {
+          sink.bytes = jsonBytes(answer);
+          return "";
+        },
+      });
+    },
+  };
+}
+
 /** A whole GraphQL answer (yoga's regular result), as opposed to a stream (SSE, multipart). */
 const WHOLE_ANSWER = /^application\/(graphql-response\+)?json\b/;
 
 /**
- * yoga answers with its fetch ponyfill's Response, which @hono/node-server can only copy to the
- * socket as a stream: a reader, a Buffer per chunk, chunked encoding. A whole answer is a string
- * inside it; handed on as the platform's own Response around that string, the server writes it at
- * once with its length, as it writes REST's answers. Streams pass as they are.
+ * The response the route sends for yoga's answer. yoga answers with its fetch ponyfill's Response,
+ * which @hono/node-server can only copy to the socket as a stream: a reader, a Buffer per chunk,
+ * chunked encoding. A whole answer goes as the platform's own Response around its bytes (from the
+ * sink) or its text, which the server writes at once with its length, as it writes REST's answers.
+ * Streams pass as they are.
  */
-export async function wholeAnswer(answer: Response): Promise<Response> {
-  if (!WHOLE_ANSWER.test(answer.headers.get("content-type") ?? "")) return answer;
-  return new Response(await answer.text(), { status: answer.status, statusText: answer.statusText, headers: new Headers(answer.headers) });
+export async function wholeAnswer(answer: Response, sink: AnswerSink): Promise<Response> {
+  if (!sink.bytes && !WHOLE_ANSWER.test(answer.headers.get("content-type") ?? "")) return answer;
+  const body = sink.bytes ?? (await answer.text());
+  return new Response(body, { status: answer.status, statusText: answer.statusText, headers: new Headers(answer.headers) });
 }
 
 /**

@@ -1,0 +1,64 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { created, deploymentBody } from "../support/fixtures.js";
+
+/**
+ * GraphQL's answers as a listening server sends them: a whole answer goes as bytes with its length
+ * (built piece by piece for long lists, src/graphql/answer-bytes.ts), in the media type, status and
+ * headers yoga chose for it; a stream (SSE) still streams.
+ */
+
+let t: TestApp;
+let ws: NewWorkspace;
+let url: string;
+
+const PAGE = "query Page($first: Int!) { deployments(first: $first) { edges { node { uuid name status } } pageInfo { hasNextPage } } }";
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  url = await t.app.start();
+  ws = await t.workspace();
+  // More deployments than the length from which a list is written element by element.
+  for (let i = 0; i < 20; i++) await created(t, ws.apiKey, "/v2/deployments", deploymentBody({ name: `page-${String(i).padStart(2, "0")}-é🚀` }));
+});
+afterAll(() => t.close());
+
+const post = (body: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${url}/graphql`, { method: "POST", headers: { "x-api-key": ws.apiKey, "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+
+describe("a whole answer over HTTP", () => {
+  it("is the page's JSON with its length in bytes, in the media type asked for", async () => {
+    for (const [accept, type] of [
+      ["application/graphql-response+json", "application/graphql-response+json; charset=utf-8"],
+      ["application/json", "application/json; charset=utf-8"],
+    ]) {
+      const res = await post({ query: PAGE, variables: { first: 20 } }, { accept: accept! });
+      const bytes = Buffer.from(await res.arrayBuffer());
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toBe(type);
+      expect(res.headers.get("content-length")).toBe(String(bytes.length));
+      expect(res.headers.get("transfer-encoding")).toBeNull();
+      const { data } = JSON.parse(bytes.toString("utf8"));
+      expect(data.deployments.edges).toHaveLength(20);
+      expect(data.deployments.edges.map((e: { node: { name: string } }) => e.node.name)).toContain("page-07-é🚀");
+    }
+  });
+
+  it("keeps an error's status and its shape", async () => {
+    const res = await post({ query: "query { deployments(first: 1) { nope } }" }, { accept: "application/graphql-response+json" });
+    const text = await res.text();
+    expect(res.status).toBe(400);
+    expect(res.headers.get("content-length")).toBe(String(Buffer.byteLength(text)));
+    expect(JSON.parse(text).errors[0].extensions.code).toBe("GRAPHQL_VALIDATION_FAILED");
+  });
+
+  it("while a query asked for as an event stream still streams", async () => {
+    const res = await post({ query: PAGE, variables: { first: 20 } }, { accept: "text/event-stream" });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const text = await res.text();
+    const next = text.split("\n").find((line) => line.startsWith("data: {"));
+    expect(JSON.parse(next!.slice("data: ".length)).data.deployments.edges).toHaveLength(20);
+  });
+});
