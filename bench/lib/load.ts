@@ -16,6 +16,8 @@ export interface Target {
   anonymous?: boolean;
   /** The serving process: its CPU time per request is reported (load on the machine barely moves it). */
   pid?: number;
+  /** The database's CPU time so far (ms), read around each round: its CPU per request is reported too. */
+  databaseCpu?: () => number;
 }
 
 export interface LoadOptions {
@@ -45,6 +47,8 @@ export interface LoadResult {
   failureKinds: string;
   /** The serving process's CPU time per request (ms), NaN without a pid. */
   cpuPerRequest: number;
+  /** The database's CPU time per request (ms), NaN without databaseCpu. */
+  databaseCpuPerRequest: number;
 }
 
 interface Round {
@@ -55,6 +59,7 @@ interface Round {
   failures: number;
   kinds: Map<string, number>;
   cpuMs: number;
+  databaseCpuMs: number;
 }
 
 async function round(target: Target, connections: number, durationS: number, maxRequests: number): Promise<Round> {
@@ -75,8 +80,10 @@ async function round(target: Target, connections: number, durationS: number, max
   // autocannon stops itself at the duration; this is the bound if it ever does not.
   const guard = setTimeout(() => instance.stop(), (durationS + 30) * 1000);
   const cpu0 = target.pid ? cpuMs(target.pid) : NaN;
+  const database0 = target.databaseCpu?.() ?? NaN;
   const result = await instance;
   const cpu = target.pid ? cpuMs(target.pid) - cpu0 : NaN;
+  const databaseCpuMs = (target.databaseCpu?.() ?? NaN) - database0;
   clearTimeout(guard);
   return {
     requests: result.requests.total,
@@ -86,6 +93,7 @@ async function round(target: Target, connections: number, durationS: number, max
     failures: result.non2xx + result.errors + result.timeouts,
     kinds: failureKinds(result),
     cpuMs: cpu,
+    databaseCpuMs,
   };
 }
 
@@ -127,6 +135,7 @@ function summarise(name: string, rounds: Round[]): LoadResult {
     p99: median(rounds.map((r) => r.p99)),
     failures: rounds.reduce((n, r) => n + r.failures, 0),
     cpuPerRequest: rounds.reduce((n, r) => n + r.cpuMs, 0) / requests,
+    databaseCpuPerRequest: rounds.reduce((n, r) => n + r.databaseCpuMs, 0) / requests,
     failureKinds: [...mergeKinds(rounds)].map(([k, n]) => `${k}×${n}`).join(", "),
   };
 }

@@ -54,6 +54,28 @@ export function cpuMs(pid: number): number {
   }
 }
 
+/**
+ * CPU time (ms) of the machine's PostgreSQL server so far: user + system time of every process named
+ * postgres, with the time of those it has already reaped (exited backends count in their parent's
+ * cutime/cstime). Benchmarks that share one PostgreSQL read it around a round to get the database's
+ * CPU per request; whatever else that server does meanwhile (autovacuum, other clients) is in it.
+ */
+export function postgresCpuMs(): number {
+  let ticks = 0;
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) !== "postgres") continue;
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      ticks += Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14]);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return ticks * 10;
+}
+
 export function commandLine(pid: number): string {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
