@@ -143,15 +143,15 @@ runMain(async () => {
       const gql = (query: string, variables: Record<string, unknown>) => ({ path: "/graphql", method: "POST" as const, body: { query, variables } });
       const results = await compare(
         [
-          { name: `ours: GraphQL list (first: ${p.page})`, url: server.url, pid: server.pid, ...gql(LIST_QUERY, { first: p.page }), databaseCpu: postgresCpuMs },
-          { name: `PostGraphile: list (first: ${p.page})`, url: postgraphile.url, pid: postgraphile.pid, anonymous: true, ...gql(PG_LIST, { ws: workspaceId, first: p.page }), databaseCpu: postgresCpuMs },
-          { name: `ours: GraphQL dashboard (${p.page}, latest, first 5 revisions)`, url: server.url, pid: server.pid, ...gql(NESTED_QUERY, { first: p.page }), databaseCpu: postgresCpuMs },
-          { name: `PostGraphile: dashboard (${p.page}, latest, first 5 revisions)`, url: postgraphile.url, pid: postgraphile.pid, anonymous: true, ...gql(PG_DASHBOARD, { ws: workspaceId, first: p.page }), databaseCpu: postgresCpuMs },
-          { name: "ours: REST GET /v2/deployments/{id}", url: server.url, pid: server.pid, sequence: getSequence, databaseCpu: postgresCpuMs },
-          { name: "minimal: GET /v2/deployments/{id}", url: minimal.url, pid: minimal.pid, sequence: getSequence, databaseCpu: postgresCpuMs },
-          { name: `ours: REST GET /v2/deployments?limit=${p.page}`, url: server.url, pid: server.pid, path: `/v2/deployments?limit=${p.page}`, databaseCpu: postgresCpuMs },
-          { name: `minimal: GET /v2/deployments?limit=${p.page}`, url: minimal.url, pid: minimal.pid, path: `/v2/deployments?limit=${p.page}`, databaseCpu: postgresCpuMs },
-        ],
+          { name: `ours: GraphQL list (first: ${p.page})`, url: server.url, pid: server.pid, ...gql(LIST_QUERY, { first: p.page }) },
+          { name: `PostGraphile: list (first: ${p.page})`, url: postgraphile.url, pid: postgraphile.pid, anonymous: true, ...gql(PG_LIST, { ws: workspaceId, first: p.page }) },
+          { name: `ours: GraphQL dashboard (${p.page}, latest, first 5 revisions)`, url: server.url, pid: server.pid, ...gql(NESTED_QUERY, { first: p.page }) },
+          { name: `PostGraphile: dashboard (${p.page}, latest, first 5 revisions)`, url: postgraphile.url, pid: postgraphile.pid, anonymous: true, ...gql(PG_DASHBOARD, { ws: workspaceId, first: p.page }) },
+          { name: "ours: REST GET /v2/deployments/{id}", url: server.url, pid: server.pid, sequence: getSequence },
+          { name: "minimal: GET /v2/deployments/{id}", url: minimal.url, pid: minimal.pid, sequence: getSequence },
+          { name: `ours: REST GET /v2/deployments?limit=${p.page}`, url: server.url, pid: server.pid, path: `/v2/deployments?limit=${p.page}` },
+          { name: `minimal: GET /v2/deployments?limit=${p.page}`, url: minimal.url, pid: minimal.pid, path: `/v2/deployments?limit=${p.page}` },
+        ].map((target) => ({ ...target, databaseCpu: postgresCpuMs })),
         { connections: p.connections, durationS: p.duration, maxRequests: p.maxRequests, rounds: p.rounds },
       );
       const [gList, pgList, gDash, pgDash, rGet, mGet, rList, mList] = results as [LoadResult, LoadResult, LoadResult, LoadResult, LoadResult, LoadResult, LoadResult, LoadResult];
