@@ -78,6 +78,9 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
     landingPage: false,
     // No file uploads: multipart is also the classic CSRF carrier.
     multipart: false,
+    // The app's body limit (middleware/limits.ts) runs ahead of the route, in the same words as on
+    // REST; yoga's would pipe every POST body through a web TransformStream into a second Request.
+    maxRequestBodySize: false,
     logging: yogaLogger(logger, options.production),
     maskedErrors: { errorMessage: MASKED_ERROR_MESSAGE, maskError: (error, message) => maskError(error, message, !options.production) },
     // Bounded by bytes: see parse-cache.ts.

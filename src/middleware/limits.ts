@@ -7,17 +7,28 @@ import { credentialsFrom } from "./credentials.js";
 /**
  * Bodies over `maxBytes` answer 413 before anything parses them: a declared Content-Length is
  * checked up front, a streamed body is counted as it arrives and never buffered past the limit.
- * Installed ahead of every route, so REST and /graphql share it. GET and HEAD are passed straight on.
+ * Installed ahead of every route, so REST and /graphql share it (yoga's own limit is off: see
+ * graphql/server.ts). GET and HEAD are passed straight on.
  */
 export function limitBodySize(maxBytes: number): MiddlewareHandler {
-  const limit = bodyLimit({
-    maxSize: maxBytes,
-    onError: (c) => c.json({ detail: `Request body too large: the limit is ${maxBytes} bytes.` }, 413),
-  });
-  // GET and HEAD carry no body to limit; asking for one (c.req.raw.body) makes @hono/node-server
-  // build a whole Request on the hottest reads.
-  return (c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limit(c, next));
+  const tooLarge = (c: Context) => c.json({ detail: `Request body too large: the limit is ${maxBytes} bytes.` }, 413);
+  const streamed = bodyLimit({ maxSize: maxBytes, onError: tooLarge });
+  return (c, next) => {
+    // GET and HEAD carry no body to limit.
+    if (c.req.method === "GET" || c.req.method === "HEAD") return next();
+    // A declared length (Transfer-Encoding would override it) is all Node's HTTP parser reads of a
+    // body, so the header alone decides. hono's bodyLimit asks for the body first (c.req.raw.body),
+    // which makes @hono/node-server build a whole Request with a web stream for every POST, where
+    // the routes read the body straight from the socket.
+    const declared = c.req.header("content-length");
+    if (declared !== undefined && DECIMAL.test(declared) && c.req.header("transfer-encoding") === undefined) {
+      return Number(declared) > maxBytes ? Promise.resolve(tooLarge(c)) : next();
+    }
+    return streamed(c, next);
+  };
 }
+
+const DECIMAL = /^\d+$/;
 
 /** The socket's peer address under @hono/node-server; fetch calls without a socket (tests) share one. */
 export function clientAddress(c: Context): string {

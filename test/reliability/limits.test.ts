@@ -14,8 +14,11 @@ const listener = (computeId: string, extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-/** One HTTP request over a real socket, with the Content-Length Node computes. */
-function post(url: string, path: string, body: string, headers: Record<string, string> = {}) {
+/**
+ * One HTTP request over a real socket: with the Content-Length Node computes, or, chunked, written in
+ * two parts with Transfer-Encoding: chunked and no length declared.
+ */
+function post(url: string, path: string, body: string, headers: Record<string, string> = {}, { chunked = false } = {}) {
   return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; text: string }>(
     (resolve, reject) => {
       const req = httpRequest(`${url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers } }, (res) => {
@@ -26,7 +29,12 @@ function post(url: string, path: string, body: string, headers: Record<string, s
       });
       // The server may answer 413 and close before the whole body is written.
       req.on("error", reject);
-      req.end(body);
+      if (chunked) {
+        req.write(body.slice(0, body.length >> 1));
+        req.end(body.slice(body.length >> 1));
+      } else {
+        req.end(body);
+      }
     },
   );
 }
@@ -95,6 +103,20 @@ describe("request body limit", () => {
     const res = await post(url, "/v2/listeners", "{".repeat(5000));
     expect(res.status).toBe(413);
     expect(JSON.parse(res.text)).toEqual({ detail: expect.stringContaining("1024 bytes") });
+  });
+
+  it("counts a chunked body (no Content-Length) over HTTP as it arrives: 413 over the limit, through under it", async () => {
+    const over = await post(url, "/v2/listeners", JSON.stringify(listener("chunked-too-big", { padding: "x".repeat(2000) })), { "x-api-key": ws.apiKey }, { chunked: true });
+    expect(over.status).toBe(413);
+    expect(JSON.parse(over.text)).toEqual({ detail: "Request body too large: the limit is 1024 bytes." });
+    const under = await post(url, "/v2/listeners", JSON.stringify(listener("chunked-fits")), { "x-api-key": ws.apiKey }, { chunked: true });
+    expect(under.status).toBe(201);
+    expect(JSON.parse(under.text).compute_id).toBe("chunked-fits");
+    const graphql = await post(url, "/graphql", JSON.stringify({ query: "{ viewer { uuid } }", padding: "y".repeat(3000) }), { "x-api-key": ws.apiKey }, { chunked: true });
+    expect(graphql.status).toBe(413);
+    const small = await post(url, "/graphql", JSON.stringify({ query: "{ viewer { uuid } }" }), { "x-api-key": ws.apiKey }, { chunked: true });
+    expect(small.status).toBe(200);
+    expect(JSON.parse(small.text)).toEqual({ data: { viewer: { uuid: ws.workspaceId } } });
   });
 
   it("has no rate limit with RATE_LIMIT_PER_MINUTE=0 and AUTH_FAILURES_PER_MINUTE=0 (the defaults would refuse some of these)", async () => {
