@@ -1,16 +1,21 @@
 /**
- * A GraphQL answer's JSON as bytes, written without ever holding it as one string.
+ * A GraphQL answer's JSON as bytes, written without ever holding it as one large string.
  *
  * JSON.stringify builds a large text as a rope of small parts; writing it to a socket (or measuring
  * its UTF-8 length for Content-Length) first flattens it into one string, and a string past V8's
  * large-object size (128 KB) is a fresh mapping of memory each time, paid for in page faults. A
  * dashboard page (100 deployments with their revisions, some 400 KB) spent more on that than on
- * stringifying. Here the long lists of an answer are stringified element by element, and the pieces
- * are encoded into one Buffer: the same text, byte for byte, with no large string at all.
+ * stringifying. Here the long lists of an answer are stringified a run of elements at a time, each
+ * run's text well under that size, and the pieces are encoded into one Buffer: the same text, byte
+ * for byte, with no large string at all. (Runs rather than single elements: each JSON.stringify call
+ * has a cost of its own, a quarter of a list page's stringifying when called per element.)
  */
 
-/** Lists at least this long are written element by element; shorter ones are pieces of their own. */
+/** Lists at least this long are written in runs of elements; shorter ones are pieces of their own. */
 const LONG_LIST = 16;
+
+/** About how many characters of JSON a run of elements is sized to (an eighth of the large-object size). */
+const RUN_CHARS = 16_384;
 
 const isPlainObject = (v: unknown): v is Record<string, unknown> => {
   if (typeof v !== "object" || v === null || Array.isArray(v)) return false;
@@ -28,16 +33,34 @@ function holdsLongList(v: unknown): boolean {
 const element = (v: unknown): string => JSON.stringify(v) ?? "null";
 
 /**
+ * A long list's text as pieces: its first element alone, then runs of elements, each sized from the
+ * average length of the elements written so far so that its text comes near RUN_CHARS, and at most
+ * twice as long as all before it (elements larger than the first few cannot make one run huge). A
+ * run is stringified as a list and written without its brackets.
+ */
+function appendRuns(list: unknown[], out: string[]): void {
+  const first = element(list[0]);
+  out.push("[", first);
+  let chars = first.length;
+  for (let at = 1; at < list.length; ) {
+    const size = Math.max(1, Math.min(2 * at, Math.floor((RUN_CHARS * at) / Math.max(chars, 1))));
+    const run = JSON.stringify(list.slice(at, at + size));
+    out.push(",", run.slice(1, -1));
+    chars += run.length;
+    at += size;
+  }
+  out.push("]");
+}
+
+/**
  * Appends the JSON text of `value` as pieces whose concatenation is JSON.stringify(value): plain
- * objects and lists are opened on the way to long lists, whose elements are stringified one by one;
+ * objects and lists are opened on the way to long lists, whose elements are stringified in runs;
  * everything else is JSON.stringify's own text. (An object with toJSON inside an opened object gets
  * "" rather than its key as toJSON's argument; the answers' only such objects, errors, ignore it.)
  */
 function appendPieces(value: unknown, out: string[]): void {
   if (Array.isArray(value) && value.length >= LONG_LIST) {
-    out.push("[");
-    value.forEach((v, i) => out.push(i > 0 ? `,${element(v)}` : element(v)));
-    out.push("]");
+    appendRuns(value, out);
   } else if (!holdsLongList(value)) {
     out.push(element(value));
   } else if (Array.isArray(value)) {

@@ -19,14 +19,22 @@ describe("jsonBytes", () => {
     );
   });
 
-  it("writes a page of a long list element by element, with no piece near V8's large-object size", () => {
+  it("writes a page of a long list in runs, with no piece near V8's large-object size, however its elements grow", () => {
     const node = { name: "é".repeat(500), emoji: "🚀", lone: "\ud800", at: new Date(0), skipped: undefined };
     const answer = { data: { deployments: { edges: Array.from({ length: 800 }, () => ({ node })), pageInfo: { hasNextPage: false } } } };
     const pieces = jsonPieces(answer);
     expect(pieces.join("")).toBe(JSON.stringify(answer));
     expect(jsonBytes(answer).toString("utf8")).toBe(JSON.stringify(answer));
     expect(JSON.stringify(answer).length).toBeGreaterThan(400_000);
-    expect(Math.max(...pieces.map((p) => p.length))).toBeLessThan(2_000);
+    expect(Math.max(...pieces.map((p) => p.length))).toBeLessThan(40_000);
+    // Fewer pieces than elements: stringifying each element alone costs a call each.
+    expect(pieces.length).toBeLessThan(100);
+
+    // Small elements first, then ones a hundred times larger: runs sized from the first stay bounded.
+    const growing = Array.from({ length: 400 }, (_, i) => ({ text: "x".repeat(i < 8 ? 20 : 2_000) }));
+    const grown = jsonPieces({ data: { list: growing } });
+    expect(grown.join("")).toBe(JSON.stringify({ data: { list: growing } }));
+    expect(Math.max(...grown.map((p) => p.length))).toBeLessThan(40_000);
   });
 
   it("keeps a small answer whole, and errors as their toJSON writes them", () => {
