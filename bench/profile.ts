@@ -13,7 +13,7 @@ import { withServer } from "./lib/session.js";
  * (through the benchmark probe) while autocannon drives it, summarised by package and by function.
  * A tool for finding what stands between a figure and its target; it records nothing.
  *
- *   npx tsx bench/profile.ts get|list|graphql-list|nested [--db pglite|postgres] [--set duration=10]
+ *   npx tsx bench/profile.ts get|list|graphql-list|nested [--db pglite|postgres] [--set duration=10] [--set page=100]
  */
 const TARGETS = ["get", "list", "graphql-list", "nested"] as const;
 type Which = (typeof TARGETS)[number];
@@ -24,8 +24,8 @@ if (!TARGETS.includes(which)) {
 }
 const args = parseBenchArgs(process.argv.slice(3));
 const p = params(args, {
-  full: { deployments: 100, duration: 10, connections: 10, top: 25 },
-  small: { deployments: 100, duration: 5, connections: 10, top: 25 },
+  full: { deployments: 100, page: 100, duration: 10, connections: 10, top: 25 },
+  small: { deployments: 100, page: 100, duration: 5, connections: 10, top: 25 },
 });
 
 interface ProfileNode {
@@ -77,9 +77,9 @@ runMain(async () => {
       if (which === "nested") await seedRevisions(client, deployments, 5);
       const targets: Record<Which, Target> = {
         get: { name: "get", url: server.url, path: `/v2/deployments/${deployments[0]!.id}` },
-        list: { name: "list", url: server.url, path: "/v2/deployments?limit=100" },
-        "graphql-list": { name: "graphql-list", url: server.url, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: 100 } } },
-        nested: { name: "nested", url: server.url, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: 100 } } },
+        list: { name: "list", url: server.url, path: `/v2/deployments?limit=${p.page}` },
+        "graphql-list": { name: "graphql-list", url: server.url, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: p.page } } },
+        nested: { name: "nested", url: server.url, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: p.page } } },
       };
       const target = { ...targets[which], pid: server.pid };
       // Warm (compile, caches), then profile one round.
