@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DatabaseWatch, editedBody, fieldNamesOf, hostileJson, hostileString } from "../support/fuzz.js";
+import { DatabaseWatch, editedBody, fieldNamesOf, fuzzRuns, hostileJson, hostileString } from "../support/fuzz.js";
 import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { NOWHERE } from "../support/fuzz-routes.js";
 import { expectGraphQLAnswer } from "../support/fuzz-shapes.js";
@@ -12,8 +12,8 @@ import type { TestApp } from "../support/app.js";
  * nothing written when the operation is refused.
  */
 
-const MUTATION_RUNS = Number(process.env.FUZZ_RUNS ?? 200);
-const QUERY_RUNS = Number(process.env.FUZZ_RUNS ?? 150);
+const MUTATION_RUNS = fuzzRuns(200);
+const QUERY_RUNS = fuzzRuns(150);
 
 let t: TestApp;
 let fx: Fixtures;

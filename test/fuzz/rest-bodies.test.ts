@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DatabaseWatch, bodyText, hostileBodies } from "../support/fuzz.js";
+import { bodyText, DatabaseWatch, fuzzRuns, hostileBodies } from "../support/fuzz.js";
 import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { expectRestAnswer } from "../support/fuzz-shapes.js";
 import type { TestApp } from "../support/app.js";
@@ -13,7 +13,7 @@ import type { TestApp } from "../support/app.js";
  */
 
 /** Cases per endpoint; with the other fuzz files the suite runs over 10,000 a run. */
-const RUNS = Number(process.env.FUZZ_RUNS ?? 500);
+const RUNS = fuzzRuns(500);
 /** Some 20 s alone; a machine busy with other suites makes it several times that. */
 const FUZZ_TIMEOUT_MS = 180_000;
 

@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, it } from "vitest";
 import { TEST_JWT_SECRET, type TestApp } from "../support/app.js";
-import { DatabaseWatch, editedBody, headerValue, hostileJson, hostileNumber, hostileString, queryString } from "../support/fuzz.js";
+import { DatabaseWatch, editedBody, fuzzRuns, headerValue, hostileJson, hostileNumber, hostileString, queryString } from "../support/fuzz.js";
 import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { fillPath, NOWHERE, ROUTES } from "../support/fuzz-routes.js";
 import { expectGraphQLAnswer, expectRestAnswer } from "../support/fuzz-shapes.js";
@@ -13,7 +13,7 @@ import { expectGraphQLAnswer, expectRestAnswer } from "../support/fuzz-shapes.js
  * always the documented answer, and nothing written when refused.
  */
 
-const RUNS = Number(process.env.FUZZ_RUNS ?? 1200);
+const RUNS = fuzzRuns(1200);
 
 let t: TestApp;
 let fx: Fixtures;

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REVISION_STATUSES } from "../../src/core/revision-machine.js";
-import { DatabaseWatch, encodeHostile, hostileString, queryString } from "../support/fuzz.js";
+import { DatabaseWatch, encodeHostile, fuzzRuns, hostileString, queryString } from "../support/fuzz.js";
 import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { fillPath, paramsOf, type Route, ROUTES } from "../support/fuzz-routes.js";
 import { expectRestAnswer } from "../support/fuzz-shapes.js";
@@ -12,8 +12,8 @@ import type { TestApp } from "../support/app.js";
  * (and the bulk delete): never a 5xx, always the documented answer, nothing written when refused.
  */
 
-const PATH_RUNS = Number(process.env.FUZZ_RUNS ?? 100);
-const QUERY_RUNS = Number(process.env.FUZZ_RUNS ?? 200);
+const PATH_RUNS = fuzzRuns(100);
+const QUERY_RUNS = fuzzRuns(200);
 
 let t: TestApp;
 let fx: Fixtures;

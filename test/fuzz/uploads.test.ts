@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gzipSync } from "node:zlib";
 import type { TestApp } from "../support/app.js";
-import { DatabaseWatch, headerValue, hostileString, queryString } from "../support/fuzz.js";
+import { DatabaseWatch, fuzzRuns, headerValue, hostileString, queryString } from "../support/fuzz.js";
 import { type Fixtures, startFuzzApp } from "../support/fuzz-fixtures.js";
 import { expectRestAnswer } from "../support/fuzz-shapes.js";
 
@@ -13,7 +13,7 @@ import { expectRestAnswer } from "../support/fuzz-shapes.js";
  * documented answer, and nothing written when refused.
  */
 
-const RUNS = Number(process.env.FUZZ_RUNS ?? 300);
+const RUNS = fuzzRuns(300);
 
 let t: TestApp;
 let fx: Fixtures;

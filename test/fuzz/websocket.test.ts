@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { type TestApp, startTestApp } from "../support/app.js";
 import { type Fixtures, FUZZ_APP_ENV, makeFixtures } from "../support/fuzz-fixtures.js";
-import { hostileJson } from "../support/fuzz.js";
+import { fuzzRuns, hostileJson } from "../support/fuzz.js";
 
 /**
  * Hostile graphql-ws traffic: messages of every size around MAX_BODY_BYTES (and frames announcing
@@ -15,7 +15,7 @@ import { hostileJson } from "../support/fuzz.js";
  * error, and keeps serving.
  */
 
-const RUNS = Number(process.env.FUZZ_RUNS ?? 150);
+const RUNS = fuzzRuns(150);
 const MAX_BODY_BYTES = 8 * 1024;
 /** Close codes a client may get for what it sent: ws's own (1009 too big, 1002/1007 protocol, 1006 dropped) and graphql-ws's 44xx. */
 const CLIENT_CLOSE_CODES = new Set([1000, 1002, 1005, 1006, 1007, 1009, 4400, 4401, 4403, 4406, 4408, 4409, 4429]);

@@ -8,6 +8,19 @@ import { changedTables, type Fingerprint, fingerprint, stampedTables, type Write
  * takes, malformed raw bodies, and a watch that proves the database unchanged after a refusal.
  */
 
+/**
+ * How many cases a fuzz property runs: FUZZ_RUNS, when set, for every property; otherwise its own
+ * number scaled by FUZZ_SCALE (default 1). .ci/run runs the suite twice and sets FUZZ_SCALE=0.25 for
+ * the second run, on PostgreSQL: the first run's database is PostgreSQL too (PGlite is its WASM
+ * build), so what the second adds is the pg driver and its pool under every endpoint, which a
+ * quarter of the cases still reaches, each run with new random ones. Never fewer than 10.
+ */
+export function fuzzRuns(runs: number): number {
+  if (process.env.FUZZ_RUNS) return Number(process.env.FUZZ_RUNS);
+  const scale = Number(process.env.FUZZ_SCALE ?? 1);
+  return Math.max(10, Math.ceil(runs * (Number.isFinite(scale) && scale > 0 ? scale : 1)));
+}
+
 /** Strings that have broken parsers, validators, SQL and JSON columns elsewhere. */
 const NASTY = [
   "", " ", "\t", "\r\n", "\u0000", "a\u0000b", "\ud800", "x\udfff", "\ud83d", "😀", "e\u0301", "\u202e", "\ufeff", "\u2028",
