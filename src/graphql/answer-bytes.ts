@@ -56,7 +56,8 @@ function appendRuns(list: unknown[], out: string[]): void {
  * Appends the JSON text of `value` as pieces whose concatenation is JSON.stringify(value): plain
  * objects and lists are opened on the way to long lists, whose elements are stringified in runs;
  * everything else is JSON.stringify's own text. (An object with toJSON inside an opened object gets
- * "" rather than its key as toJSON's argument; the answers' only such objects, errors, ignore it.)
+ * "" rather than its key as toJSON's argument, and an element of a run its index in the run; the
+ * answers' only such objects, errors and dates, ignore it.)
  */
 function appendPieces(value: unknown, out: string[]): void {
   if (Array.isArray(value) && value.length >= LONG_LIST) {
