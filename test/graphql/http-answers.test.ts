@@ -19,7 +19,7 @@ beforeAll(async () => {
   t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
   url = await t.app.start();
   ws = await t.workspace();
-  // More deployments than the length from which a list is written element by element.
+  // More deployments than the length from which a list is written in runs of elements.
   for (let i = 0; i < 20; i++) await created(t, ws.apiKey, "/v2/deployments", deploymentBody({ name: `page-${String(i).padStart(2, "0")}-é🚀` }));
 });
 afterAll(() => t.close());
