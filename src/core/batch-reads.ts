@@ -14,7 +14,12 @@ import { deploymentWhere } from "./deployment-reads.js";
 import { agentIdSchema } from "./schemas/agent.js";
 import { type DeploymentFilter, deploymentFilterSchema } from "./schemas/deployment.js";
 import { parseInput } from "./validation.js";
-import { deploymentRowsForward, deploymentRowsForwardWithLatest, type DeploymentWithLatestSummary } from "./deployment-reads.js";
+import {
+  deploymentRowsForward,
+  deploymentRowsForwardWithLatest,
+  type DeploymentWithLatestRead,
+  type LatestRevisionRead,
+} from "./deployment-reads.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, pageOfRows, type Position } from "./pagination.js";
 import { revisionRowsByIds, revisionSummariesByIds, type RevisionSummary } from "./revision-reads.js";
 import { DEFAULT_PAGE_SIZE, keysetArgs, type CursorArgs, type CursorPage, cursorPage, toCursorPage } from "./cursor-pages.js";
@@ -78,22 +83,25 @@ export class BatchReads {
   }
 
   /**
-   * A keyset page of the workspace's deployments. With `latestRevisions`, the unfiltered forward page
-   * (the common one) comes with each deployment's latest revision summary (`latestRevision`), read
-   * in the same statement, for a caller that will show it.
+   * A keyset page of the workspace's deployments. With `latestRevision`, the unfiltered forward page
+   * (the common one) comes with what the caller will show of each deployment's latest revision (its
+   * config or its summary, as `latestRevision`), read in the same statement.
    */
-  async deploymentPage(
+  async deploymentPage<R extends LatestRevisionRead>(
     tenant: Tenant,
     filter: DeploymentFilter,
     args: KeysetArgs,
-    options: { latestRevisions?: boolean } = {},
-  ): Promise<KeysetPage<Deployment | DeploymentWithLatestSummary>> {
+    options: { latestRevision?: R } = {},
+  ): Promise<KeysetPage<Deployment | DeploymentWithLatestRead<R>>> {
     const forward = args.before === undefined && (args.last === undefined || args.first !== undefined);
     if (forward && Object.values(filter).every((v) => v === undefined)) {
       // One prepared statement, keysetPage's semantics.
       const size = args.first ?? DEFAULT_PAGE_SIZE;
-      const read = options.latestRevisions ? deploymentRowsForwardWithLatest : deploymentRowsForward;
-      return pageOfRows(await read(this.deps, tenant.workspaceId, args.after, size + 1), args, size, false);
+      const { latestRevision } = options;
+      const rows = await (latestRevision
+        ? deploymentRowsForwardWithLatest(this.deps, tenant.workspaceId, args.after, size + 1, latestRevision)
+        : deploymentRowsForward(this.deps, tenant.workspaceId, args.after, size + 1));
+      return pageOfRows<Deployment | DeploymentWithLatestRead<R>>(rows, args, size, false);
     }
     return keysetPage(args, (q) =>
       this.deps.data(tenant).deployment.findMany({

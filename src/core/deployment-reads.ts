@@ -14,10 +14,12 @@ export type DeploymentWithLatest = Deployment & { latestRevision: RevisionConfig
 
 const DEPLOYMENT_FIELDS = Object.values(Prisma.DeploymentScalarFieldEnum);
 const LATEST = "latest.";
+/** What REST shows of a latest revision: its config. */
+const CONFIG_FIELDS = Object.keys(REVISION_CONFIG_COLUMNS);
 /** The deployment's columns under their field names, then its latest revision's config under "latest.<field>". */
 const SELECTED = [
   ...DEPLOYMENT_FIELDS.map((f) => `d.${column(f)} AS "${f}"`),
-  ...Object.keys(REVISION_CONFIG_COLUMNS).map((f) => `r.${column(f)} AS "${LATEST}${f}"`),
+  ...CONFIG_FIELDS.map((f) => `r.${column(f)} AS "${LATEST}${f}"`),
 ].join(", ");
 const FROM = "FROM deployments d LEFT JOIN revisions r ON r.id = d.latest_revision_id";
 
@@ -48,7 +50,7 @@ function joined<L>(fields: readonly string[]) {
     return deployment as Deployment & { latestRevision: L | null };
   };
 }
-const withLatestConfig = joined<RevisionConfig>(Object.keys(REVISION_CONFIG_COLUMNS));
+const withLatestConfig = joined<RevisionConfig>(CONFIG_FIELDS);
 const withLatestSummary = joined<RevisionSummary>(SUMMARY_FIELDS);
 
 /**
@@ -75,8 +77,8 @@ export async function deploymentPageWithLatestConfig(
 
 /** The deployment's columns under their field names: rows shaped as Prisma's Deployment. */
 const DEPLOYMENT = DEPLOYMENT_FIELDS.map((f) => `d.${column(f)} AS "${f}"`).join(", ");
-/** The same, then the latest revision's summary under "latest.<field>". */
-const DEPLOYMENT_AND_LATEST = `${DEPLOYMENT}, ${SUMMARY_FIELDS.map((f) => `r.${column(f)} AS "${LATEST}${f}"`).join(", ")}`;
+/** The same, then the latest revision's `fields` under "latest.<field>". */
+const deploymentAndLatest = (fields: readonly string[]) => `${DEPLOYMENT}, ${fields.map((f) => `r.${column(f)} AS "${LATEST}${f}"`).join(", ")}`;
 
 /** The unfiltered forward keyset page, newest first, optionally after a position: the (workspace_id, created_at DESC, id DESC) index. */
 function forward(name: string, select: string, from: string) {
@@ -90,10 +92,20 @@ function forward(name: string, select: string, from: string) {
   };
 }
 const FORWARD = forward("deployments", DEPLOYMENT, "FROM deployments d");
-const FORWARD_WITH_LATEST = forward("deployments_with_latest_summary", DEPLOYMENT_AND_LATEST, FROM);
 
-/** A deployment with its latest revision's summary (what GraphQL shows of it). */
-export type DeploymentWithLatestSummary = Deployment & { latestRevision: RevisionSummary | null };
+/** What a page may read of each deployment's latest revision along with it: its config, or its summary. */
+export interface LatestRevisionReads {
+  config: RevisionConfig;
+  summary: RevisionSummary;
+}
+export type LatestRevisionRead = keyof LatestRevisionReads;
+/** A deployment with what was read of its latest revision. */
+export type DeploymentWithLatestRead<R extends LatestRevisionRead> = Deployment & { latestRevision: LatestRevisionReads[R] | null };
+
+const FORWARD_WITH_LATEST = {
+  config: { statements: forward("deployments_with_latest_config", deploymentAndLatest(CONFIG_FIELDS), FROM), row: withLatestConfig },
+  summary: { statements: forward("deployments_with_latest_summary", deploymentAndLatest(SUMMARY_FIELDS), FROM), row: withLatestSummary },
+};
 
 /**
  * The rows of an unfiltered forward keyset page of the workspace's deployments (newest first,
@@ -110,17 +122,19 @@ export function deploymentRowsForward(
     : deps.prepared.rows<Deployment>(FORWARD.first, [workspaceId, take]);
 }
 
-/** deploymentRowsForward, each row with its latest revision's summary, joined in the same statement. */
-export async function deploymentRowsForwardWithLatest(
+/** deploymentRowsForward, each row with its latest revision's config or summary (`read`), joined in the same statement. */
+export async function deploymentRowsForwardWithLatest<R extends LatestRevisionRead>(
   deps: Pick<CoreDeps, "prepared">,
   workspaceId: string,
   after: { createdAt: Date; id: string } | undefined,
   take: number,
-): Promise<DeploymentWithLatestSummary[]> {
+  read: R,
+): Promise<DeploymentWithLatestRead<R>[]> {
+  const { statements, row } = FORWARD_WITH_LATEST[read];
   const rows = await (after
-    ? deps.prepared.rows<Record<string, unknown>>(FORWARD_WITH_LATEST.after, [workspaceId, take, after.createdAt, after.id])
-    : deps.prepared.rows<Record<string, unknown>>(FORWARD_WITH_LATEST.first, [workspaceId, take]));
-  return rows.map(withLatestSummary);
+    ? deps.prepared.rows<Record<string, unknown>>(statements.after, [workspaceId, take, after.createdAt, after.id])
+    : deps.prepared.rows<Record<string, unknown>>(statements.first, [workspaceId, take]));
+  return rows.map(row) as DeploymentWithLatestRead<R>[];
 }
 
 /** Prisma `where` for the listing filters (the workspace is the door's, CoreDeps.data); shared by the REST and GraphQL faces. */

@@ -12,14 +12,20 @@ function* fieldsOf(set: SelectionSetNode | undefined, fragments: Info["fragments
 }
 
 /**
- * Whether the resolving field's selection, below the fields named by `path` (e.g. edges, node),
- * asks for any of `names`: a resolver plans its read from it (one statement that also reads what
- * the children will show). Conservative: a field under @skip or @include counts as asked for.
+ * The names of the fields the resolving field's selection asks for below the fields named by `path`
+ * (e.g. edges, node): a resolver plans its read from them (one statement that also reads what the
+ * children will show). Conservative: a field under @skip or @include counts as asked for.
  */
-export function selectsAny(info: Info, path: readonly string[], names: ReadonlySet<string>): boolean {
+export function selectedNames(info: Info, path: readonly string[]): Set<string> {
   let level: FieldNode[] = [...info.fieldNodes];
   for (const name of path) {
     level = level.flatMap((field) => [...fieldsOf(field.selectionSet, info.fragments)].filter((f) => f.name.value === name));
   }
-  return level.some((field) => [...fieldsOf(field.selectionSet, info.fragments)].some((f) => names.has(f.name.value)));
+  return new Set(level.flatMap((field) => [...fieldsOf(field.selectionSet, info.fragments)].map((f) => f.name.value)));
+}
+
+/** Whether the selection below `path` asks for any of `names` (see selectedNames). */
+export function selectsAny(info: Info, path: readonly string[], names: ReadonlySet<string>): boolean {
+  for (const name of selectedNames(info, path)) if (names.has(name)) return true;
+  return false;
 }

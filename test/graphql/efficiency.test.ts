@@ -104,4 +104,56 @@ describe("DataLoaders", () => {
       spy.mockRestore();
     }
   });
+
+  it("reads only the latest revisions' config when the page shows no more of them, answering as a summary read would", async () => {
+    const page = (latest: string, fragments = "") =>
+      `query { deployments(first: 100) { edges { node { id sourceRevisionConfig { imageUri repoRef } latestRevision { ${latest} } } } } } ${fragments}`;
+    const spy = vi.spyOn(t.app.core.deps.prepared, "rows");
+    const pageStatements = () => spy.mock.calls.map(([statement]) => statement.name).filter((name) => name.startsWith("deployments_"));
+    try {
+      const configOnly = await gqlOk(t, ws.apiKey, page("__typename id uuid sourceRevisionConfig { imageUri repoCommitSha }"));
+      expect(pageStatements()).toEqual(["deployments_with_latest_config_first"]);
+      spy.mockClear();
+      const summary = await gqlOk(t, ws.apiKey, page("__typename id uuid sourceRevisionConfig { imageUri repoCommitSha } status"));
+      expect(pageStatements()).toEqual(["deployments_with_latest_summary_first"]);
+      const withoutStatus = summary.deployments.edges.map(({ node }: any) => {
+        const { status, ...latest } = node.latestRevision;
+        expect(status).toMatch(/^[A-Z_]+$/);
+        return { ...node, latestRevision: latest };
+      });
+      expect(configOnly.deployments.edges.map((e: any) => e.node)).toEqual(withoutStatus);
+      expect(configOnly.deployments.edges.every((e: any) => e.node.latestRevision.uuid && e.node.latestRevision.sourceRevisionConfig)).toBe(true);
+
+      // A field outside the config asked through a fragment, or under a directive, still reads the summary.
+      spy.mockClear();
+      const fragment = await gqlOk(t, ws.apiKey, page("uuid ...R", "fragment R on Revision { createdAt }"));
+      expect(pageStatements()).toEqual(["deployments_with_latest_summary_first"]);
+      expect(fragment.deployments.edges[0].node.latestRevision.createdAt).toMatch(/^\d{4}-/);
+      spy.mockClear();
+      await gqlOk(t, ws.apiKey, page("uuid statusMessage @skip(if: true)"));
+      expect(pageStatements()).toEqual(["deployments_with_latest_summary_first"]);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it("keeps a config-only latest revision to its page: the same deployment reached elsewhere in the operation shows its revision whole", async () => {
+    const first = await gqlOk(t, ws.apiKey, `query { deployments(first: 1) { edges { node { id latestRevision { uuid status createdAt } } } } }`);
+    const { id, latestRevision } = first.deployments.edges[0].node;
+    // The revisions' deployment is loaded after the page has been read (by the deployment loader).
+    const data = await gqlOk(
+      t,
+      ws.apiKey,
+      `query {
+        deployments(first: 1) { edges { node {
+          id latestRevision { uuid }
+          revisions(first: 1) { edges { node { deployment { latestRevision { uuid status createdAt } } } } }
+        } } }
+      }`,
+    );
+    const node = data.deployments.edges[0].node;
+    expect(node.id).toBe(id);
+    expect(node.latestRevision).toEqual({ uuid: latestRevision.uuid });
+    expect(node.revisions.edges[0].node.deployment.latestRevision).toEqual(latestRevision);
+  });
 });

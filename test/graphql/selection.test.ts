@@ -1,6 +1,6 @@
 import { type FieldNode, type FragmentDefinitionNode, Kind, parse, type OperationDefinitionNode } from "graphql";
 import { describe, expect, it } from "vitest";
-import { selectsAny } from "../../src/graphql/selection.js";
+import { selectedNames, selectsAny } from "../../src/graphql/selection.js";
 
 /** The resolve info of the document's first root field, as graphql-js or graphql-jit give it. */
 function infoOf(document: string) {
@@ -26,5 +26,21 @@ describe("selectsAny", () => {
     expect(selectsAny(infoOf(`{ deployments { edges { node { id name } } } }`), ["edges", "node"], LATEST)).toBe(false);
     expect(selectsAny(infoOf(`{ deployments { edges { node { revisions { edges { node { sourceRevisionConfig { imageUri } } } } } } } }`), ["edges", "node"], LATEST)).toBe(false);
     expect(selectsAny(infoOf(`{ deployments { pageInfo { endCursor } } }`), ["edges", "node"], LATEST)).toBe(false);
+  });
+});
+
+describe("selectedNames", () => {
+  it("names the fields below the path, through aliases and fragments, merging every occurrence of the path", () => {
+    const info = infoOf(`{ deployments {
+      edges { node { a: latestRevision { uuid ...R } } }
+      edges { node { latestRevision { ... on Revision { status } sourceRevisionConfig { imageUri } } } }
+    } } fragment R on Revision { __typename id }`);
+    expect(selectedNames(info, ["edges", "node", "latestRevision"])).toEqual(new Set(["uuid", "__typename", "id", "status", "sourceRevisionConfig"]));
+    expect(selectedNames(info, ["edges", "node"])).toEqual(new Set(["latestRevision"]));
+  });
+
+  it("counts a field under @skip or @include as asked for, and is empty where the path is not selected", () => {
+    expect(selectedNames(infoOf(`{ deployments { edges { node { id name @skip(if: true) } } } }`), ["edges", "node"])).toEqual(new Set(["id", "name"]));
+    expect(selectedNames(infoOf(`{ deployments { pageInfo { endCursor } } }`), ["edges", "node"])).toEqual(new Set());
   });
 });

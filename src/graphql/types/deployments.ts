@@ -1,3 +1,7 @@
+import type { GraphQLResolveInfo } from "graphql";
+import type { LatestRevisionRead } from "../../core/deployment-reads.js";
+import type { RevisionSummary } from "../../core/revision-reads.js";
+import type { RevisionConfig } from "../../core/revisions.js";
 import type { DeploymentWithRevision } from "../../core/deployments.js";
 import { maskedSecrets, readSecretReferences } from "../../core/schemas/secrets.js";
 import { deploymentSourceConfig } from "../../core/schemas/source-config.js";
@@ -10,7 +14,7 @@ import { mutate, type UserError, UserErrorType } from "../errors.js";
 import { camelList, toRestBody } from "../input-names.js";
 import { idOf, registerNode, requireId } from "../nodes.js";
 import { connection, PAGE_ARGS_DESCRIPTION, pageComplexity } from "../paging.js";
-import { selectsAny } from "../selection.js";
+import { selectedNames, selectsAny } from "../selection.js";
 import {
   AgentEnvironmentEnum,
   DeploymentStatusEnum,
@@ -18,7 +22,8 @@ import {
   RevisionStatusEnum,
   SourceEnum,
 } from "./enums.js";
-import { DeploymentRef, type DeploymentView, InstallationRef, ListenerRef, RevisionRef } from "./refs.js";
+import { DeploymentRef, type DeploymentView, InstallationRef, ListenerRef, RevisionRef, type RevisionView } from "./refs.js";
+import { ANSWERED_BY_CONFIG } from "./revisions.js";
 import {
   AgentInput,
   AgentRef,
@@ -37,11 +42,20 @@ import {
 
 const PAGE_INFO = new Set(["pageInfo"]);
 
+const isSummary = (r: RevisionSummary | RevisionConfig): r is RevisionSummary => "status" in r;
+
 /** Loads a revision the deployment points at; the loader batches these across a whole page. */
 const revisionAt = (ctx: GraphQLContext, id: string | null) => (id ? ctx.loaders.revision.load(id) : null);
 
 /** The latest revision: at hand when the page's statement read it with the deployment (no promise), else loaded. */
 const latestOf = (ctx: GraphQLContext, d: DeploymentView) => (d.latestRevision !== undefined ? d.latestRevision : revisionAt(ctx, d.latestRevisionId));
+
+/**
+ * The latest revision as the Revision the field shows. Read with a page, it may be its config alone,
+ * and is then shown as it is: a page reads only that where its selection asks nothing of the
+ * revision that the config does not answer (latestRevisionRead).
+ */
+const latestRevisionOf = (ctx: GraphQLContext, d: DeploymentView) => latestOf(ctx, d) as RevisionView | Promise<RevisionView | null> | null;
 
 builder.node(DeploymentRef, {
   description: "A deployment of an agent server: its configuration, its revisions and where it is served.",
@@ -66,7 +80,7 @@ builder.node(DeploymentRef, {
     secrets: t.field({ type: [SecretRef], description: "Names only: values are never shown.", resolve: (d) => maskedSecrets(d.secrets).map(({ name }) => ({ name })) }),
     secretReferences: t.field({ type: [SecretReferenceRef], resolve: (d) => readSecretReferences(d.secretReferences) }),
     status: t.field({ type: DeploymentStatusEnum, resolve: (d) => d.status as DeploymentStatus }),
-    latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx) => latestOf(ctx, d) }),
+    latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx) => latestRevisionOf(ctx, d) }),
     activeRevision: t.field({
       type: RevisionRef,
       nullable: true,
@@ -142,8 +156,18 @@ const DeploymentFilter = builder.inputType("DeploymentFilter", {
   }),
 });
 
-/** The Deployment fields that show its latest revision (through revisionAt). */
-const READS_LATEST_REVISION = new Set(["latestRevision", "sourceRevisionConfig"]);
+/**
+ * What a page of deployments reads of each one's latest revision along with it, from what its
+ * selection shows of them: nothing (null) when no field shows it; only its config when that answers
+ * every field asked of it (sourceRevisionConfig, and at most latestRevision's id, as a client after
+ * REST's latest_revision_id asks); else its summary.
+ */
+function latestRevisionRead(info: GraphQLResolveInfo): LatestRevisionRead | null {
+  const shown = selectedNames(info, ["edges", "node"]);
+  if (!shown.has("latestRevision") && !shown.has("sourceRevisionConfig")) return null;
+  const ofLatest = selectedNames(info, ["edges", "node", "latestRevision"]);
+  return [...ofLatest].every((name) => ANSWERED_BY_CONFIG.has(name)) ? "config" : "summary";
+}
 
 builder.queryField("deployments", (t) =>
   t.connection(
@@ -159,13 +183,18 @@ builder.queryField("deployments", (t) =>
         const ids = filter?.deploymentIds?.map((id) => idOf(id, "Deployment") ?? id);
         const parsed = ctx.core.batch.parseDeploymentFilter(toRestBody({ ...given, ...(ids && { deploymentIds: ids }) }));
         // Latest revisions the page will show are read with it, in one statement, rather than by the loader after.
-        const latestRevisions = selectsAny(info, ["edges", "node"], READS_LATEST_REVISION);
+        const latestRevision = latestRevisionRead(info) ?? undefined;
         const page = await ctx.core.batch.relay("graphql:deployments", args, (keyset) =>
-          ctx.core.batch.deploymentPage(ctx.tenant, parsed, keyset, { latestRevisions }),
+          ctx.core.batch.deploymentPage(ctx.tenant, parsed, keyset, { latestRevision }),
         );
-        for (const { node } of page.edges) {
-          ctx.loaders.deployment.prime(node.id, node);
-          if ("latestRevision" in node && node.latestRevision) ctx.loaders.revision.prime(node.latestRevision.id, node.latestRevision);
+        // Loaders serve the whole operation, so they are given rows and summaries only: a deployment
+        // carrying its latest revision's config alone stands for it on this page, not elsewhere.
+        if (latestRevision !== "config") {
+          for (const { node } of page.edges) {
+            ctx.loaders.deployment.prime(node.id, node);
+            const latest = "latestRevision" in node ? node.latestRevision : null;
+            if (latest && isSummary(latest)) ctx.loaders.revision.prime(latest.id, latest);
+          }
         }
         return connection(page, () => ctx.core.batch.deploymentCount(ctx.tenant, parsed));
       },

@@ -41,6 +41,12 @@ async function whole(r: RevisionView, ctx: GraphQLContext): Promise<Revision> {
   return (await ctx.loaders.revisionFull.load(r.id)) ?? Promise.reject(notFound("Revision", r.id));
 }
 
+/**
+ * The Revision fields its config (RevisionConfig) answers: a page that shows no other field of a
+ * revision may read only its config (see the deployments connection).
+ */
+export const ANSWERED_BY_CONFIG: ReadonlySet<string> = new Set(["__typename", "id", "uuid", "sourceRevisionConfig"]);
+
 builder.node(RevisionRef, {
   description: "One build and deploy of a deployment, from a snapshot of its configuration.",
   id: { resolve: (r) => r.id },
