@@ -9,10 +9,11 @@ import { fileURLToPath } from "node:url";
 export const ROOT = fileURLToPath(new URL("../", import.meta.url));
 export const BUNDLE = fileURLToPath(new URL("../build/server/main.mjs", import.meta.url));
 
-export async function buildServer() {
+/** `entry` and `outfile` name another tree's main.ts and bundle (bench/ab.ts builds a git ref's). */
+export async function buildServer({ entry = fileURLToPath(new URL("../src/main.ts", import.meta.url)), outfile = BUNDLE } = {}) {
   await build({
-    entryPoints: [fileURLToPath(new URL("../src/main.ts", import.meta.url))],
-    outfile: BUNDLE,
+    entryPoints: [entry],
+    outfile,
     bundle: true,
     platform: "node",
     format: "esm",

@@ -18,6 +18,8 @@ export interface ServerOptions {
   env?: Record<string, string>;
   /** How long /readyz may take to answer 200. */
   readyTimeoutMs?: number;
+  /** Another bundle of the server to run (bench/ab.ts: a git ref's), instead of the working tree's. */
+  bundle?: string;
 }
 
 export interface BenchServer {
@@ -82,11 +84,11 @@ function bundle(): void {
  * which only it needs), and waits for /readyz.
  */
 export async function startServer(options: ServerOptions): Promise<BenchServer> {
-  bundle();
+  if (!options.bundle) bundle();
   const port = await freePort();
   const started = performance.now();
   const child = reaped(
-    spawn(process.execPath, ["--expose-gc", "--import", "tsx", "--import", "./bench/lib/probe.ts", BUNDLE], {
+    spawn(process.execPath, ["--expose-gc", "--import", "tsx", "--import", "./bench/lib/probe.ts", options.bundle ?? BUNDLE], {
       cwd: ROOT,
       env: serverEnv(options.db, port, options.env),
       stdio: ["ignore", "pipe", "pipe", "ipc"],

@@ -1,0 +1,110 @@
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { parseBenchArgs, params } from "./lib/args.js";
+import { compare, type Target } from "./lib/load.js";
+import { runMain } from "./lib/main.js";
+import { LIST_QUERY, NESTED_QUERY } from "./lib/queries.js";
+import { fmt, Report, RESULT_HEADERS, resultRow } from "./lib/report.js";
+import { seedDeployments, seedRevisions } from "./lib/seed.js";
+import { API_KEY, type BenchServer, ROOT, startServer } from "./lib/server.js";
+import { withServer } from "./lib/session.js";
+import { buildServer } from "../scripts/build.mjs";
+
+/**
+ * ab: the server as a git ref has it (A) against the working tree (B), on one PostgreSQL database,
+ * every target of both alternating in each round: what a change does to the hot reads, with the
+ * machine's drift hitting both sides alike. Both must first give the same answers (cursors aside),
+ * byte for byte: a variant that answers differently (an error is fast) is not timed.
+ *
+ *   npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--no-record]
+ *
+ * The ref's src/ is taken from git and bundled as `npm start` bundles the working tree; the Prisma
+ * client (generated, not in git) and the migrations are the working tree's, so both sides must have
+ * the same schema.
+ */
+const ref = process.argv[2];
+if (!ref || ref.startsWith("--")) {
+  process.stderr.write("usage: npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--no-record]\n");
+  process.exit(2);
+}
+const args = parseBenchArgs(process.argv.slice(3));
+const p = params(args, {
+  full: { deployments: 300, revisionsEach: 3, page: 100, connections: 10, duration: 5, rounds: 5, maxRequests: 500_000 },
+  small: { deployments: 100, revisionsEach: 2, page: 100, connections: 10, duration: 2, rounds: 2, maxRequests: 50_000 },
+});
+
+/** Bundles the ref's src/ into build/server/ (where the working tree's bundle is: the same relative paths). */
+async function bundleRef(sha: string): Promise<string> {
+  const tree = mkdtempSync(join(ROOT, "build", "ab-src-"));
+  try {
+    const tar = execFileSync("git", ["archive", "--format=tar", sha, "src"], { cwd: ROOT, maxBuffer: 256 * 1024 * 1024 });
+    execFileSync("tar", ["-x", "-C", tree], { input: tar });
+    cpSync(join(ROOT, "src", "generated"), join(tree, "src", "generated"), { recursive: true });
+    const outfile = join(ROOT, "build", "server", `ab-${sha}.mjs`);
+    await buildServer({ entry: join(tree, "src", "main.ts"), outfile });
+    return outfile;
+  } finally {
+    rmSync(tree, { recursive: true, force: true });
+  }
+}
+
+const CURSORS = /"(endCursor|startCursor|cursor)":"[^"]*"/g;
+
+/** The answer's text, cursors aside (they are signed, and the signature may differ between processes). */
+async function answer(server: BenchServer, target: Target): Promise<string> {
+  const res = await fetch(`${server.url}${target.path}`, {
+    method: target.method ?? "GET",
+    headers: { "x-api-key": API_KEY, ...(target.body !== undefined && { "content-type": "application/json" }) },
+    body: target.body === undefined ? undefined : JSON.stringify(target.body),
+    signal: AbortSignal.timeout(30_000),
+  });
+  return `${res.status} ${(await res.text()).replace(CURSORS, '"$1":"<cursor>"')}`;
+}
+
+runMain(async () => {
+  const sha = execFileSync("git", ["rev-parse", "--short", ref], { cwd: ROOT, encoding: "utf8" }).trim();
+  const bundleA = await bundleRef(sha);
+  const report = new Report("ab", args.scale, p);
+  try {
+    await withServer("postgres", { PIPELINE_WORKER: "off" }, async ({ db, server: b, client }) => {
+      const deployments = await seedDeployments(client, p.deployments);
+      await seedRevisions(client, deployments, p.revisionsEach - 1);
+      const a = await startServer({ db, env: { PIPELINE_WORKER: "off" }, bundle: bundleA });
+      try {
+        const kinds = (side: string, server: BenchServer): Target[] => [
+          { name: `${side}: REST list`, url: server.url, pid: server.pid, path: `/v2/deployments?limit=${p.page}` },
+          { name: `${side}: GraphQL list`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: p.page } } },
+          { name: `${side}: GraphQL dashboard`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: p.page } } },
+        ];
+        const targetsA = kinds(`A (${sha})`, a);
+        const targetsB = kinds("B (working tree)", b);
+        for (const [i, target] of targetsA.entries()) {
+          const [fromA, fromB] = [await answer(a, target), await answer(b, targetsB[i]!)];
+          if (!fromA.startsWith("200 ")) throw new Error(`${target.name} answered ${fromA.slice(0, 300)}`);
+          if (fromA !== fromB) throw new Error(`${target.name.split(": ")[1]}: A and B answer differently; not timing them.\nA: ${fromA.slice(0, 300)}\nB: ${fromB.slice(0, 300)}`);
+        }
+        const all = [...targetsA, ...targetsB];
+        // Warm both (graphql-jit compiles a document on its second run), then measure.
+        await compare(all, { connections: p.connections, durationS: 2, maxRequests: p.maxRequests, rounds: 1 });
+        const results = await compare(all, { connections: p.connections, durationS: p.duration, maxRequests: p.maxRequests, rounds: p.rounds });
+        report.table(`postgres: ${p.deployments} deployments × ${p.revisionsEach} revisions, A and B alternating`, RESULT_HEADERS, results.map(resultRow));
+        const [restA, listA, , restB, listB] = results;
+        const per = targetsA.length;
+        for (let i = 0; i < per; i++) {
+          const [x, y] = [results[i]!, results[i + per]!];
+          report.note(
+            `${x.name.split(": ")[1]}: B ÷ A = ${fmt.ratio(y.rps / x.rps)} in requests/s, server CPU per request ${x.cpuPerRequest.toFixed(2)} → ${y.cpuPerRequest.toFixed(2)} ms`,
+          );
+        }
+        report.note(`GraphQL list ÷ REST list: A ${fmt.ratio(listA!.rps / restA!.rps)}, B ${fmt.ratio(listB!.rps / restB!.rps)} (requests/s).`);
+        report.note("Both sides gave the same answers (cursors aside) before they were timed.");
+      } finally {
+        await a.stop();
+      }
+    });
+  } finally {
+    rmSync(bundleA, { force: true });
+  }
+  report.finish(args.record);
+});
