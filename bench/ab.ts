@@ -8,7 +8,8 @@ import { LIST_QUERY, NESTED_QUERY } from "./lib/queries.js";
 import { fmt, Report, RESULT_HEADERS, resultRow } from "./lib/report.js";
 import { seedDeployments, seedRevisions } from "./lib/seed.js";
 import { API_KEY, type BenchServer, ROOT, startServer } from "./lib/server.js";
-import { withServer } from "./lib/session.js";
+import { createDatabase } from "./lib/database.js";
+import { Client } from "./lib/http.js";
 import { buildServer } from "../scripts/build.mjs";
 
 /**
@@ -66,44 +67,54 @@ runMain(async () => {
   const sha = execFileSync("git", ["rev-parse", "--short", ref], { cwd: ROOT, encoding: "utf8" }).trim();
   const bundleA = await bundleRef(sha);
   const report = new Report("ab", args.scale, p);
+  const db = await createDatabase("postgres");
   try {
-    await withServer("postgres", { PIPELINE_WORKER: "off" }, async ({ db, server: b, client }) => {
-      const deployments = await seedDeployments(client, p.deployments);
-      await seedRevisions(client, deployments, p.revisionsEach - 1);
-      const a = await startServer({ db, env: { PIPELINE_WORKER: "off" }, bundle: bundleA });
-      try {
-        const kinds = (side: string, server: BenchServer): Target[] => [
-          { name: `${side}: REST list`, url: server.url, pid: server.pid, path: `/v2/deployments?limit=${p.page}` },
-          { name: `${side}: GraphQL list`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: p.page } } },
-          { name: `${side}: GraphQL dashboard`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: p.page } } },
-        ];
-        const targetsA = kinds(`A (${sha})`, a);
-        const targetsB = kinds("B (working tree)", b);
-        for (const [i, target] of targetsA.entries()) {
-          const [fromA, fromB] = [await answer(a, target), await answer(b, targetsB[i]!)];
-          if (!fromA.startsWith("200 ")) throw new Error(`${target.name} answered ${fromA.slice(0, 300)}`);
-          if (fromA !== fromB) throw new Error(`${target.name.split(": ")[1]}: A and B answer differently; not timing them.\nA: ${fromA.slice(0, 300)}\nB: ${fromB.slice(0, 300)}`);
-        }
-        const all = [...targetsA, ...targetsB];
-        // Warm both (graphql-jit compiles a document on its second run), then measure.
-        await compare(all, { connections: p.connections, durationS: 2, maxRequests: p.maxRequests, rounds: 1 });
-        const results = await compare(all, { connections: p.connections, durationS: p.duration, maxRequests: p.maxRequests, rounds: p.rounds });
-        report.table(`postgres: ${p.deployments} deployments × ${p.revisionsEach} revisions, A and B alternating`, RESULT_HEADERS, results.map(resultRow));
-        const [restA, listA, , restB, listB] = results;
-        const per = targetsA.length;
-        for (let i = 0; i < per; i++) {
-          const [x, y] = [results[i]!, results[i + per]!];
-          report.note(
-            `${x.name.split(": ")[1]}: B ÷ A = ${fmt.ratio(y.rps / x.rps)} in requests/s, server CPU per request ${x.cpuPerRequest.toFixed(2)} → ${y.cpuPerRequest.toFixed(2)} ms`,
-          );
-        }
-        report.note(`GraphQL list ÷ REST list: A ${fmt.ratio(listA!.rps / restA!.rps)}, B ${fmt.ratio(listB!.rps / restB!.rps)} (requests/s).`);
-        report.note("Both sides gave the same answers (cursors aside) before they were timed.");
-      } finally {
-        await a.stop();
-      }
+    // Seeded by a server of its own: A and B then start alike, on the same data.
+    const seeder = await startServer({ db, env: { PIPELINE_WORKER: "off" } });
+    try {
+      const client = new Client(seeder.url);
+      await seedRevisions(client, await seedDeployments(client, p.deployments), p.revisionsEach - 1);
+    } finally {
+      await seeder.stop();
+    }
+    const a = await startServer({ db, env: { PIPELINE_WORKER: "off" }, bundle: bundleA });
+    const b = await startServer({ db, env: { PIPELINE_WORKER: "off" } }).catch(async (err: unknown) => {
+      await a.stop();
+      throw err;
     });
+    try {
+      const kinds = (side: string, server: BenchServer): Target[] => [
+        { name: `${side}: REST list`, url: server.url, pid: server.pid, path: `/v2/deployments?limit=${p.page}` },
+        { name: `${side}: GraphQL list`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: p.page } } },
+        { name: `${side}: GraphQL dashboard`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: p.page } } },
+      ];
+      const targetsA = kinds(`A (${sha})`, a);
+      const targetsB = kinds("B (working tree)", b);
+      for (const [i, target] of targetsA.entries()) {
+        const [fromA, fromB] = [await answer(a, target), await answer(b, targetsB[i]!)];
+        if (!fromA.startsWith("200 ")) throw new Error(`${target.name} answered ${fromA.slice(0, 300)}`);
+        if (fromA !== fromB) throw new Error(`${target.name.split(": ")[1]}: A and B answer differently; not timing them.\nA: ${fromA.slice(0, 300)}\nB: ${fromB.slice(0, 300)}`);
+      }
+      const all = [...targetsA, ...targetsB];
+      // Warm both (graphql-jit compiles a document on its second run), then measure.
+      await compare(all, { connections: p.connections, durationS: 2, maxRequests: p.maxRequests, rounds: 1 });
+      const results = await compare(all, { connections: p.connections, durationS: p.duration, maxRequests: p.maxRequests, rounds: p.rounds });
+      report.table(`postgres: ${p.deployments} deployments × ${p.revisionsEach} revisions, A and B alternating`, RESULT_HEADERS, results.map(resultRow));
+      const [restA, listA, , restB, listB] = results;
+      const per = targetsA.length;
+      for (let i = 0; i < per; i++) {
+        const [x, y] = [results[i]!, results[i + per]!];
+        report.note(
+          `${x.name.split(": ")[1]}: B ÷ A = ${fmt.ratio(y.rps / x.rps)} in requests/s, server CPU per request ${x.cpuPerRequest.toFixed(2)} → ${y.cpuPerRequest.toFixed(2)} ms`,
+        );
+      }
+      report.note(`GraphQL list ÷ REST list: A ${fmt.ratio(listA!.rps / restA!.rps)}, B ${fmt.ratio(listB!.rps / restB!.rps)} (requests/s).`);
+      report.note("Both sides gave the same answers (cursors aside) before they were timed.");
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
   } finally {
+    await db.drop();
     rmSync(bundleA, { force: true });
   }
   report.finish(args.record);
