@@ -82,19 +82,23 @@ export function toCursorPage<T extends Position>(cursors: CursorCodec, purpose: 
 export function toCursorPageBy<T>(cursors: CursorCodec, purpose: string, page: KeysetPage<T>, position: (node: T) => Position): CursorPage<T> {
   const sign = (node: T) => cursors.encode(purpose, position(node));
   const edges: Edge<T>[] = page.items.map((node) => new LazyEdge(node, sign));
-  return {
-    edges,
-    pageInfo: {
-      hasNextPage: page.hasNextPage,
-      hasPreviousPage: page.hasPreviousPage,
-      get startCursor() {
-        return edges[0]?.cursor ?? null;
-      },
-      get endCursor() {
-        return edges.at(-1)?.cursor ?? null;
-      },
-    },
-  };
+  return { edges, pageInfo: new LazyPageInfo(edges, page.hasNextPage, page.hasPreviousPage) };
+}
+
+class LazyPageInfo implements PageInfo {
+  constructor(
+    private readonly edges: Edge<unknown>[],
+    readonly hasNextPage: boolean,
+    readonly hasPreviousPage: boolean,
+  ) {}
+
+  get startCursor(): string | null {
+    return this.edges[0]?.cursor ?? null;
+  }
+
+  get endCursor(): string | null {
+    return this.edges.at(-1)?.cursor ?? null;
+  }
 }
 
 /** Opens the arguments, fetches one keyset page, and shapes it as a Relay page. */
