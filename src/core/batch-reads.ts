@@ -13,6 +13,7 @@ import type { CoreDeps } from "./context.js";
 import { deploymentWhere } from "./deployment-reads.js";
 import { agentIdSchema } from "./schemas/agent.js";
 import { type DeploymentFilter, deploymentFilterSchema } from "./schemas/deployment.js";
+import { tokenListQuerySchema } from "./schemas/oauth.js";
 import { parseInput } from "./validation.js";
 import {
   deploymentRowsForward,
@@ -75,6 +76,11 @@ export class BatchReads {
   /** An agent id as REST's path parameter takes it (the same rule), located at `agent_id`. */
   parseAgentId(agentId: string): string {
     return parseInput(z.object({ agent_id: agentIdSchema }), { agent_id: agentId }, "path").agent_id;
+  }
+
+  /** The provider the token listing is narrowed to, by REST's rule for `provider_id`; null for none. */
+  parseTokenProviderId(providerId: string | null | undefined): string | null {
+    return parseInput(tokenListQuerySchema, { provider_id: providerId ?? undefined }, "query").provider_id || null;
   }
 
   async deploymentsByIds(tenant: Tenant, ids: readonly string[]): Promise<(Deployment | null)[]> {

@@ -80,6 +80,21 @@ describe("flows over GraphQL", () => {
     expect(tokens.oauthTokens).toMatchObject({ totalCount: 1, edges: [{ node: { providerId: "idp", isDefault: true, provider: { id: providerGid } } }] });
   });
 
+  it("answers a providerId PostgreSQL cannot hold, or longer than REST's, with BAD_USER_INPUT naming it, as REST does", async () => {
+    // Found by the GraphQL fuzzer: a NUL reached PostgreSQL and came back a 500.
+    const TOKENS = `query($p: String) { oauthTokens(providerId: $p) { totalCount edges { node { uuid } } } }`;
+    for (const [providerId, why] of [["\u0000", /providerId: .*NUL/], ["a".repeat(101), /providerId: .*at most 100/]] as const) {
+      const res = await gql(t, ws.apiKey, TOKENS, { p: providerId });
+      expect(res.status).toBe(200);
+      expect(res.data).toBeNull();
+      expect(res.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(why), path: ["oauthTokens"], extensions: { code: "BAD_USER_INPUT" } })]);
+      const rest = await t.request("GET", `/v2/auth/tokens?provider_id=${encodeURIComponent(providerId)}`, { key: ws.apiKey });
+      expect(rest.status).toBe(422);
+    }
+    // An unknown provider is no error: it has no tokens.
+    expect((await gqlOk(t, ws.apiKey, TOKENS, { p: "nobody" })).oauthTokens).toEqual({ totalCount: 0, edges: [] });
+  });
+
   it("ends the subscription with a failed flow, and finalizes with the code and state", async () => {
     const first = (await gqlOk(t, ws.apiKey, AUTHENTICATE, { input: { provider: "idp", scopes: ["openid"], forceNew: true } })).oauthAuthenticate;
     const sse = subscribeSse(t, ws.apiKey, FLOW_SUB, { id: first.flow.id });

@@ -73,11 +73,13 @@ builder.queryFields((t) => ({
       description: `The caller's own OAuth tokens (of one provider, given providerId), newest first. ${PAGE_ARGS_DESCRIPTION}`,
       args: { providerId: t.arg.string() },
       complexity: pageComplexity,
-      resolve: async (_root, { providerId, ...args }, ctx) =>
-        connection(
-          await ctx.core.batch.relay("graphql:oauth-tokens", args, (keyset) => ctx.core.oauthTokens.keyset(ctx.tenant, providerId ?? null, keyset)),
-          () => ctx.core.oauthTokens.count(ctx.tenant, providerId ?? null),
-        ),
+      resolve: async (_root, { providerId: given, ...args }, ctx) => {
+        const providerId = ctx.core.batch.parseTokenProviderId(given);
+        return connection(
+          await ctx.core.batch.relay("graphql:oauth-tokens", args, (keyset) => ctx.core.oauthTokens.keyset(ctx.tenant, providerId, keyset)),
+          () => ctx.core.oauthTokens.count(ctx.tenant, providerId),
+        );
+      },
     },
     { name: "OAuthTokenConnection" },
     { name: "OAuthTokenEdge" },
