@@ -1,6 +1,5 @@
 import { createRequire } from "node:module";
 import { defineConfig } from "vitest/config";
-import PostgresOnlyFirst from "./test/support/sequencer.js";
 
 export default defineConfig({
   resolve: {
@@ -24,7 +23,5 @@ export default defineConfig({
     // once per worker instead of once per file saves about a third of the suite's time. Files keep
     // no module-level state of their own beyond what test/support caches on purpose.
     isolate: false,
-    // On PostgreSQL, the files that run only there start first (test/support/sequencer.ts says why).
-    sequence: { sequencer: PostgresOnlyFirst },
   },
 });
