@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { parseBenchArgs, params } from "./lib/args.js";
-import { compare, type Target } from "./lib/load.js";
+import { compare, type LoadResult, type Target } from "./lib/load.js";
 import { runMain } from "./lib/main.js";
 import { LIST_QUERY, NESTED_QUERY } from "./lib/queries.js";
 import { fmt, Report, RESULT_HEADERS, resultRow } from "./lib/report.js";
@@ -18,7 +18,7 @@ import { buildServer } from "../scripts/build.mjs";
  * machine's drift hitting both sides alike. Both must first give the same answers (cursors aside),
  * byte for byte: a variant that answers differently (an error is fast) is not timed.
  *
- *   npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--no-record]
+ *   npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--set servers=1] [--no-record]
  *
  * The ref's src/ is taken from git and bundled as `npm start` bundles the working tree; the Prisma
  * client (generated, not in git) and the migrations are the working tree's, so both sides must have
@@ -26,13 +26,13 @@ import { buildServer } from "../scripts/build.mjs";
  */
 const ref = process.argv[2];
 if (!ref || ref.startsWith("--")) {
-  process.stderr.write("usage: npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--no-record]\n");
+  process.stderr.write("usage: npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--set servers=1] [--no-record]\n");
   process.exit(2);
 }
 const args = parseBenchArgs(process.argv.slice(3));
 const p = params(args, {
-  full: { deployments: 300, revisionsEach: 3, page: 100, connections: 10, duration: 5, rounds: 5, maxRequests: 500_000 },
-  small: { deployments: 100, revisionsEach: 2, page: 100, connections: 10, duration: 2, rounds: 2, maxRequests: 50_000 },
+  full: { deployments: 300, revisionsEach: 3, page: 100, connections: 10, duration: 5, rounds: 5, maxRequests: 500_000, servers: 1 },
+  small: { deployments: 100, revisionsEach: 2, page: 100, connections: 10, duration: 2, rounds: 2, maxRequests: 50_000, servers: 1 },
 });
 
 /** Bundles the ref's src/ into build/server/ (where the working tree's bundle is: the same relative paths). */
@@ -48,6 +48,19 @@ async function bundleRef(sha: string): Promise<string> {
   } finally {
     rmSync(tree, { recursive: true, force: true });
   }
+}
+
+const KINDS = ["REST list", "GraphQL list", "GraphQL dashboard"] as const;
+
+/** A side's figure from its servers (measured for the same time): mean requests/s, CPU per request over all their requests. */
+function pooled(results: LoadResult[]): { rps: number; cpu: number; range: string } {
+  const requests = results.reduce((n, r) => n + r.requests, 0);
+  const cpus = results.map((r) => r.cpuPerRequest);
+  return {
+    rps: results.reduce((n, r) => n + r.rps, 0) / results.length,
+    cpu: results.reduce((n, r) => n + r.cpuPerRequest * r.requests, 0) / requests,
+    range: `${Math.min(...cpus).toFixed(2)}–${Math.max(...cpus).toFixed(2)} ms`,
+  };
 }
 
 const CURSORS = /"(endCursor|startCursor|cursor)":"[^"]*"/g;
@@ -77,41 +90,56 @@ runMain(async () => {
     } finally {
       await seeder.stop();
     }
-    const a = await startServer({ db, env: { PIPELINE_WORKER: "off" }, bundle: bundleA });
-    const b = await startServer({ db, env: { PIPELINE_WORKER: "off" } }).catch(async (err: unknown) => {
-      await a.stop();
-      throw err;
-    });
+    // servers > 1: several servers per side, started A, B, A, B…, every target of every server
+    // alternating; a side's figure pools its servers. The same code measures up to ±10 % apart from
+    // one server start to the next (bench/README.md, Peers), which one server per side cannot tell
+    // from a change.
+    const a: BenchServer[] = [];
+    const b: BenchServer[] = [];
     try {
-      const kinds = (side: string, server: BenchServer): Target[] => [
-        { name: `${side}: REST list`, url: server.url, pid: server.pid, path: `/v2/deployments?limit=${p.page}` },
-        { name: `${side}: GraphQL list`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: p.page } } },
-        { name: `${side}: GraphQL dashboard`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: p.page } } },
-      ];
-      const targetsA = kinds(`A (${sha})`, a);
-      const targetsB = kinds("B (working tree)", b);
-      for (const [i, target] of targetsA.entries()) {
-        const [fromA, fromB] = [await answer(a, target), await answer(b, targetsB[i]!)];
-        if (!fromA.startsWith("200 ")) throw new Error(`${target.name} answered ${fromA.slice(0, 300)}`);
-        if (fromA !== fromB) throw new Error(`${target.name.split(": ")[1]}: A and B answer differently; not timing them.\nA: ${fromA.slice(0, 300)}\nB: ${fromB.slice(0, 300)}`);
+      for (let i = 0; i < p.servers; i++) {
+        a.push(await startServer({ db, env: { PIPELINE_WORKER: "off" }, bundle: bundleA }));
+        b.push(await startServer({ db, env: { PIPELINE_WORKER: "off" } }));
       }
-      const all = [...targetsA, ...targetsB];
-      // Warm both (graphql-jit compiles a document on its second run), then measure.
+      const sideName = (side: "A" | "B", i: number) => `${side === "A" ? `A (${sha})` : "B (working tree)"}${p.servers > 1 ? ` #${i + 1}` : ""}`;
+      const kinds = (name: string, server: BenchServer): Target[] => [
+        { name: `${name}: ${KINDS[0]}`, url: server.url, pid: server.pid, path: `/v2/deployments?limit=${p.page}` },
+        { name: `${name}: ${KINDS[1]}`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: p.page } } },
+        { name: `${name}: ${KINDS[2]}`, url: server.url, pid: server.pid, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: p.page } } },
+      ];
+      const targetsA = a.map((server, i) => kinds(sideName("A", i), server));
+      const targetsB = b.map((server, i) => kinds(sideName("B", i), server));
+      const reference = targetsA[0]!;
+      for (const [k, target] of reference.entries()) {
+        const expected = await answer(a[0]!, target);
+        if (!expected.startsWith("200 ")) throw new Error(`${target.name} answered ${expected.slice(0, 300)}`);
+        for (const [i, server] of [...a, ...b].entries()) {
+          const got = await answer(server, target);
+          if (got !== expected) {
+            const who = i < a.length ? sideName("A", i) : sideName("B", i - a.length);
+            throw new Error(`${KINDS[k]}: ${who} answers differently from ${sideName("A", 0)}; not timing them.\nexpected: ${expected.slice(0, 300)}\ngot: ${got.slice(0, 300)}`);
+          }
+        }
+      }
+      const all = targetsA.flatMap((targets, i) => [...targets, ...targetsB[i]!]);
+      // Warm every server (graphql-jit compiles a document on its second run), then measure.
       await compare(all, { connections: p.connections, durationS: 2, maxRequests: p.maxRequests, rounds: 1 });
       const results = await compare(all, { connections: p.connections, durationS: p.duration, maxRequests: p.maxRequests, rounds: p.rounds });
       report.table(`postgres: ${p.deployments} deployments × ${p.revisionsEach} revisions, A and B alternating`, RESULT_HEADERS, results.map(resultRow));
-      const [restA, listA, , restB, listB] = results;
-      const per = targetsA.length;
-      for (let i = 0; i < per; i++) {
-        const [x, y] = [results[i]!, results[i + per]!];
+      const byName = new Map(results.map((r) => [r.name, r]));
+      const side = (targets: Target[][], k: number) => pooled(targets.map((t) => byName.get(t[k]!.name)!));
+      for (const [k, kind] of KINDS.entries()) {
+        const [x, y] = [side(targetsA, k), side(targetsB, k)];
         report.note(
-          `${x.name.split(": ")[1]}: B ÷ A = ${fmt.ratio(y.rps / x.rps)} in requests/s, server CPU per request ${x.cpuPerRequest.toFixed(2)} → ${y.cpuPerRequest.toFixed(2)} ms`,
+          `${kind}: B ÷ A = ${fmt.ratio(y.rps / x.rps)} in requests/s, server CPU per request ${x.cpu.toFixed(2)} → ${y.cpu.toFixed(2)} ms` +
+            (p.servers > 1 ? ` (by server: A ${x.range}, B ${y.range})` : ""),
         );
       }
-      report.note(`GraphQL list ÷ REST list: A ${fmt.ratio(listA!.rps / restA!.rps)}, B ${fmt.ratio(listB!.rps / restB!.rps)} (requests/s).`);
-      report.note("Both sides gave the same answers (cursors aside) before they were timed.");
+      const ratio = (targets: Target[][]) => side(targets, 1).rps / side(targets, 0).rps;
+      report.note(`GraphQL list ÷ REST list: A ${fmt.ratio(ratio(targetsA))}, B ${fmt.ratio(ratio(targetsB))} (requests/s).`);
+      report.note(`Every server gave the same answers (cursors aside) before they were timed.`);
     } finally {
-      await Promise.all([a.stop(), b.stop()]);
+      await Promise.all([...a, ...b].map((server) => server.stop()));
     }
   } finally {
     await db.drop();
