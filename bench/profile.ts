@@ -13,9 +13,9 @@ import { withServer } from "./lib/session.js";
  * (through the benchmark probe) while autocannon drives it, summarised by package and by function.
  * A tool for finding what stands between a figure and its target; it records nothing.
  *
- *   npx tsx bench/profile.ts get|list|graphql-list|nested [--db pglite|postgres] [--set duration=10] [--set page=100]
+ *   npx tsx bench/profile.ts get|list|graphql-list|nested|typename [--db pglite|postgres] [--set duration=10] [--set page=100]
  */
-const TARGETS = ["get", "list", "graphql-list", "nested"] as const;
+const TARGETS = ["get", "list", "graphql-list", "nested", "typename"] as const;
 type Which = (typeof TARGETS)[number];
 const which = process.argv[2] as Which;
 if (!TARGETS.includes(which)) {
@@ -80,6 +80,8 @@ runMain(async () => {
         list: { name: "list", url: server.url, path: `/v2/deployments?limit=${p.page}` },
         "graphql-list": { name: "graphql-list", url: server.url, path: "/graphql", method: "POST", body: { query: LIST_QUERY, variables: { first: p.page } } },
         nested: { name: "nested", url: server.url, path: "/graphql", method: "POST", body: { query: NESTED_QUERY, variables: { first: p.page } } },
+        // What every GraphQL request costs before any data: HTTP, auth, yoga and envelop.
+        typename: { name: "typename", url: server.url, path: "/graphql", method: "POST", body: { query: "{ __typename }" } },
       };
       const target = { ...targets[which], pid: server.pid };
       // Warm (compile, caches), then profile one round.
