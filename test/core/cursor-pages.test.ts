@@ -29,12 +29,14 @@ function promotedBytesDuring(work: () => void): number {
   gc({ type: "major", execution: "sync" });
   const profiler = new v8.GCProfiler();
   profiler.start();
-  work();
+  let collections: v8.GCProfilerResult["statistics"];
+  try {
+    work();
+  } finally {
+    collections = profiler.stop().statistics;
+  }
   const oldSpace = (at: { heapSpaceStatistics: v8.HeapSpaceStatistics[] }) => at.heapSpaceStatistics.find((s) => s.spaceName === "old_space")!.spaceUsedSize;
-  return profiler
-    .stop()
-    .statistics.filter((g) => g.gcType === "Scavenge")
-    .reduce((sum, g) => sum + oldSpace(g.afterGC) - oldSpace(g.beforeGC), 0);
+  return collections.filter((g) => g.gcType === "Scavenge").reduce((sum, g) => sum + oldSpace(g.afterGC) - oldSpace(g.beforeGC), 0);
 }
 
 describe("toCursorPage", () => {
