@@ -29,3 +29,21 @@ export function selectsAny(info: Info, path: readonly string[], names: ReadonlyS
   for (const name of selectedNames(info, path)) if (names.has(name)) return true;
   return false;
 }
+
+/** selectsOnly's answers by field (the same nodes for every item of a list, and for every run of a cached document). */
+const onlyAnswers = new WeakMap<ReadonlySet<string>, WeakMap<readonly FieldNode[], boolean>>();
+
+/**
+ * Whether the resolving field's own selection asks for nothing outside `names` (see selectedNames).
+ * Remembered per field: a field of a list's items asks it once, not once per item.
+ */
+export function selectsOnly(info: Info, names: ReadonlySet<string>): boolean {
+  let byField = onlyAnswers.get(names);
+  if (!byField) onlyAnswers.set(names, (byField = new WeakMap()));
+  let answer = byField.get(info.fieldNodes);
+  if (answer === undefined) {
+    answer = [...selectedNames(info, [])].every((name) => names.has(name));
+    byField.set(info.fieldNodes, answer);
+  }
+  return answer;
+}

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { countSql } from "./sql-count.js";
-import { createDeployment, gqlOk } from "./support.js";
+import { createDeployment, globalId, gqlOk } from "./support.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -134,6 +134,47 @@ describe("DataLoaders", () => {
       expect(pageStatements()).toEqual(["deployments_with_latest_summary_first"]);
     } finally {
       spy.mockRestore();
+    }
+  });
+
+  it("answers a revision asked only for its ids from the deployment's column, as a read would answer it", async () => {
+    // Half the page has an active revision (its latest; no pipeline runs here to deploy one).
+    const page = await gqlOk(t, ws.apiKey, `query { deployments(first: 100) { edges { node { uuid latestRevision { uuid } } } } }`);
+    const deployed = page.deployments.edges.map((e: any) => e.node).filter((_: unknown, i: number) => i % 2 === 0);
+    for (const d of deployed) {
+      await t.app.db.prisma.deployment.update({ where: { id: d.uuid }, data: { activeRevisionId: d.latestRevision.uuid } });
+    }
+    const query = (active: string, fragments = "") => `query { deployments(first: 100) { edges { node { uuid activeRevision { ${active} } } } } } ${fragments}`;
+    const spy = vi.spyOn(t.app.core.deps.prepared, "rows");
+    const revisionReads = () => spy.mock.calls.map(([statement]) => statement.name).filter((name) => name.startsWith("revision"));
+    try {
+      const idsOnly = await gqlOk(t, ws.apiKey, query("__typename id uuid ...I", "fragment I on Revision { uuid }"));
+      expect(revisionReads()).toEqual([]);
+      const read = await gqlOk(t, ws.apiKey, query("__typename id uuid status"));
+      expect(revisionReads()).toEqual(["revision_summaries_by_ids"]);
+      const withoutStatus = read.deployments.edges.map(({ node }: any) => {
+        if (!node.activeRevision) return node;
+        const { status, ...ids } = node.activeRevision;
+        expect(status).toBe("CREATING");
+        return { ...node, activeRevision: ids };
+      });
+      expect(idsOnly.deployments.edges.map((e: any) => e.node)).toEqual(withoutStatus);
+      const active = withoutStatus.filter((d: any) => d.activeRevision);
+      expect(active.map((d: any) => d.activeRevision.uuid)).toEqual(deployed.map((d: any) => d.latestRevision.uuid));
+      expect(active.every((d: any) => d.activeRevision.__typename === "Revision" && d.activeRevision.id !== d.activeRevision.uuid)).toBe(true);
+      expect(withoutStatus.length - active.length).toBe(50);
+
+      // A deployment not read by a page (its latest revision not read along) answers the same way.
+      spy.mockClear();
+      const [first] = deployed;
+      const node = await gqlOk(t, ws.apiKey, `query($id: ID!) { node(id: $id) { ... on Deployment { latestRevision { uuid } activeRevision { id } } } }`, {
+        id: globalId("Deployment", first.uuid),
+      });
+      expect(revisionReads()).toEqual([]);
+      expect(node.node).toEqual({ latestRevision: { uuid: first.latestRevision.uuid }, activeRevision: { id: globalId("Revision", first.latestRevision.uuid) } });
+    } finally {
+      spy.mockRestore();
+      for (const d of deployed) await t.app.db.prisma.deployment.update({ where: { id: d.uuid }, data: { activeRevisionId: null } });
     }
   });
 

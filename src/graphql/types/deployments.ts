@@ -14,7 +14,7 @@ import { mutate, type UserError, UserErrorType } from "../errors.js";
 import { camelList, toRestBody } from "../input-names.js";
 import { idOf, registerNode, requireId } from "../nodes.js";
 import { connection, PAGE_ARGS_DESCRIPTION, pageComplexity } from "../paging.js";
-import { selectedNames, selectsAny } from "../selection.js";
+import { selectedNames, selectsAny, selectsOnly } from "../selection.js";
 import {
   AgentEnvironmentEnum,
   DeploymentStatusEnum,
@@ -23,7 +23,7 @@ import {
   SourceEnum,
 } from "./enums.js";
 import { DeploymentRef, type DeploymentView, InstallationRef, ListenerRef, RevisionRef, type RevisionView } from "./refs.js";
-import { ANSWERED_BY_CONFIG } from "./revisions.js";
+import { ANSWERED_BY_CONFIG, ANSWERED_BY_ID } from "./revisions.js";
 import {
   AgentInput,
   AgentRef,
@@ -45,17 +45,27 @@ const PAGE_INFO = new Set(["pageInfo"]);
 const isSummary = (r: RevisionSummary | RevisionConfig): r is RevisionSummary => "status" in r;
 
 /** Loads a revision the deployment points at; the loader batches these across a whole page. */
-const revisionAt = (ctx: GraphQLContext, id: string | null) => (id ? ctx.loaders.revision.load(id) : null);
+const loadRevision = (ctx: GraphQLContext, id: string | null) => (id ? ctx.loaders.revision.load(id) : null);
+
+/**
+ * A revision the deployment points at, as a field shows it: loaded, unless the field's selection asks
+ * only for its ids (as a client after REST's active_revision_id does): the deployment's column then
+ * answers them without a read. Revisions are deleted only with their deployment, so the id always
+ * names one, and the revision stands for itself by its id alone.
+ */
+const revisionAt = (ctx: GraphQLContext, id: string | null, info: GraphQLResolveInfo): RevisionView | Promise<RevisionView | null> | null =>
+  id && selectsOnly(info, ANSWERED_BY_ID) ? ({ id } as RevisionView) : loadRevision(ctx, id);
 
 /** The latest revision: at hand when the page's statement read it with the deployment (no promise), else loaded. */
-const latestOf = (ctx: GraphQLContext, d: DeploymentView) => (d.latestRevision !== undefined ? d.latestRevision : revisionAt(ctx, d.latestRevisionId));
+const latestOf = (ctx: GraphQLContext, d: DeploymentView) => (d.latestRevision !== undefined ? d.latestRevision : loadRevision(ctx, d.latestRevisionId));
 
 /**
  * The latest revision as the Revision the field shows. Read with a page, it may be its config alone,
  * and is then shown as it is: a page reads only that where its selection asks nothing of the
  * revision that the config does not answer (latestRevisionRead).
  */
-const latestRevisionOf = (ctx: GraphQLContext, d: DeploymentView) => latestOf(ctx, d) as RevisionView | Promise<RevisionView | null> | null;
+const latestRevisionOf = (ctx: GraphQLContext, d: DeploymentView, info: GraphQLResolveInfo) =>
+  d.latestRevision !== undefined ? (d.latestRevision as RevisionView | null) : revisionAt(ctx, d.latestRevisionId, info);
 
 builder.node(DeploymentRef, {
   description: "A deployment of an agent server: its configuration, its revisions and where it is served.",
@@ -80,12 +90,12 @@ builder.node(DeploymentRef, {
     secrets: t.field({ type: [SecretRef], description: "Names only: values are never shown.", resolve: (d) => maskedSecrets(d.secrets).map(({ name }) => ({ name })) }),
     secretReferences: t.field({ type: [SecretReferenceRef], resolve: (d) => readSecretReferences(d.secretReferences) }),
     status: t.field({ type: DeploymentStatusEnum, resolve: (d) => d.status as DeploymentStatus }),
-    latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx) => latestRevisionOf(ctx, d) }),
+    latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx, info) => latestRevisionOf(ctx, d, info) }),
     activeRevision: t.field({
       type: RevisionRef,
       nullable: true,
       description: "The revision being served: the last one that reached DEPLOYED.",
-      resolve: (d, _args, ctx) => revisionAt(ctx, d.activeRevisionId),
+      resolve: (d, _args, ctx, info) => revisionAt(ctx, d.activeRevisionId, info),
     }),
     revisions: t.connection(
       {

@@ -47,6 +47,9 @@ async function whole(r: RevisionView, ctx: GraphQLContext): Promise<Revision> {
  */
 export const ANSWERED_BY_CONFIG: ReadonlySet<string> = new Set(["__typename", "id", "uuid", "sourceRevisionConfig"]);
 
+/** The Revision fields its id alone answers. */
+export const ANSWERED_BY_ID: ReadonlySet<string> = new Set(["__typename", "id", "uuid"]);
+
 builder.node(RevisionRef, {
   description: "One build and deploy of a deployment, from a snapshot of its configuration.",
   id: { resolve: (r) => r.id },
