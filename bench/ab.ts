@@ -6,7 +6,7 @@ import { compare, type LoadResult, type Target } from "./lib/load.js";
 import { runMain } from "./lib/main.js";
 import { LIST_QUERY, NESTED_QUERY } from "./lib/queries.js";
 import { fmt, Report, RESULT_HEADERS, resultRow } from "./lib/report.js";
-import { seedDeployments, seedRevisions } from "./lib/seed.js";
+import { SEED_STEP_MS, seedDeployments, seedRevisions, waitAllServingLatest } from "./lib/seed.js";
 import { API_KEY, type BenchServer, ROOT, startServer } from "./lib/server.js";
 import { createDatabase } from "./lib/database.js";
 import { Client } from "./lib/http.js";
@@ -82,11 +82,13 @@ runMain(async () => {
   const report = new Report("ab", args.scale, p);
   const db = await createDatabase("postgres");
   try {
-    // Seeded by a server of its own: A and B then start alike, on the same data.
-    const seeder = await startServer({ db, env: { PIPELINE_WORKER: "off" } });
+    // Seeded by a server of its own: A and B then start alike, on the same data. Its pipeline runs
+    // (quick steps) until every deployment serves its latest revision, as a workspace at rest does.
+    const seeder = await startServer({ db, env: { PIPELINE_STEP_MS: SEED_STEP_MS } });
     try {
       const client = new Client(seeder.url);
       await seedRevisions(client, await seedDeployments(client, p.deployments), p.revisionsEach - 1);
+      await waitAllServingLatest(client, 600);
     } finally {
       await seeder.stop();
     }

@@ -7,7 +7,7 @@ import { compare, type LoadResult } from "./lib/load.js";
 import { runMain } from "./lib/main.js";
 import { LIST_QUERY, NESTED_QUERY } from "./lib/queries.js";
 import { type Cell, fmt, Report, RESULT_HEADERS, resultRow } from "./lib/report.js";
-import { type RestDeployment, seedDeployments, seedRevisions } from "./lib/seed.js";
+import { type RestDeployment, SEED_STEP_MS, seedDeployments, seedRevisions, waitAllServingLatest } from "./lib/seed.js";
 import { postgresCpuMs } from "./lib/procs.js";
 import { API_KEY, captureTail, freePort, ROOT, startServer } from "./lib/server.js";
 import { withServer } from "./lib/session.js";
@@ -103,9 +103,11 @@ type PgNode = { rowId: string; latestRevisionId: string | null; latestRevision: 
 runMain(async () => {
   installPeers();
   const report = new Report("peers", args.scale, p);
-  await withServer("postgres", { PIPELINE_WORKER: "off" }, async ({ db, client }) => {
+  // The seeding server's pipeline deploys what it seeds (quick steps), as a workspace at rest has it.
+  await withServer("postgres", { PIPELINE_STEP_MS: SEED_STEP_MS }, async ({ db, client }) => {
     const deployments = await seedDeployments(client, p.deployments);
     await seedRevisions(client, deployments, p.revisionsEach - 1);
+    await waitAllServingLatest(client, 900);
     const page = await client.expect<{ resources: RestDeployment[] }>(200, "GET", `/v2/deployments?limit=${p.page}`);
     const workspaceId = page.resources[0]!.tenant_id as string;
     const databaseUrl = db.env.DATABASE_URL!;
@@ -189,7 +191,7 @@ runMain(async () => {
         );
         report.note(
           "Same data (checked before measuring: the same deployments, latest and first 5 revisions from both GraphQL servers, the same list from the minimal handler). " +
-            "All three servers start once the data is seeded (ours through another server of the service, which stays up, idle). " +
+            "All three servers start once the data is seeded (ours through another server of the service, whose pipeline deployed every deployment's latest revision first, and which stays up, idle). " +
             "The service runs with its API key auth, limits and masking; PostGraphile gets no auth (the workspace is a condition in its query) and its selection leaves out secrets (masking would be a computed column); " +
             "the minimal handler does the same cached key lookup and SELECT as named prepared statements and answers the rows' JSON, unpresented. " +
             "Server CPU per request is the serving process's own (user + system, from /proc); PostgreSQL's is that of every postgres process over the same rounds (the benchmark's database server, shared by all three, idle between requests). The machine is shared: see the load average.",

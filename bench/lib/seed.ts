@@ -52,3 +52,21 @@ export async function waitAllDeployed(client: Client, timeoutSeconds: number): P
     return page.resources.length === 0 ? true : undefined;
   });
 }
+
+/** PIPELINE_STEP_MS for a seeding server whose pipeline deploys what it seeds: steps of 10 ms. */
+export const SEED_STEP_MS = "10";
+
+/**
+ * Polls until every deployment serves its latest revision (active_revision_id = latest_revision_id:
+ * the pipeline has deployed the last one, and skipped those it superseded), as a workspace at rest
+ * looks; the list pages are read once a second. The seeding server runs its pipeline with SEED_STEP_MS.
+ */
+export async function waitAllServingLatest(client: Client, timeoutSeconds: number): Promise<void> {
+  await pollUntil("every deployment serving its latest revision", timeoutSeconds * 1000, 1000, async () => {
+    for (let offset = 0; ; offset += 100) {
+      const page = await client.expect<{ resources: RestDeployment[] }>(200, "GET", `/v2/deployments?limit=100&offset=${offset}`);
+      if (page.resources.some((d) => d.active_revision_id !== d.latest_revision_id)) return undefined;
+      if (page.resources.length < 100) return true;
+    }
+  });
+}
