@@ -146,4 +146,39 @@ describe("deployments connection", () => {
     expect(skipped.node.revisions.totalCount).toBe(2);
     expect(skipped.node.revisions.edges.map((e: any) => e.node.status)).toEqual(["SKIPPED", "SKIPPED"]);
   });
+
+  it("shows a stored resource spec field by field, and a stored value of the wrong shape as null", async () => {
+    const d = await createDeployment(t, ws.apiKey, {
+      sourceConfig: {
+        resourceSpec: {
+          minScale: 1, maxScale: 3, cpu: 0.5, cpuLimit: 1, memoryMb: 1024, cpuScalingEnabled: true, cpuTargetPercent: 70,
+          labels: { team: "core" }, serviceAccountName: "agent", imagePullSecrets: [{ name: "pull" }],
+          autoscalingBehavior: { scaleUp: { stabilizationWindowSeconds: 30, selectPolicy: "Max", policies: [{ type: "Pods", value: 2, periodSeconds: 60 }] } },
+        },
+      },
+    });
+    const q = `query($id: ID!) { node(id: $id) { ... on Deployment { sourceConfig { resourceSpec {
+      minScale maxScale cpu cpuLimit memoryMb memoryLimitMb cpuScalingEnabled cpuTargetPercent queueCpu
+      labels annotations serviceAccountName imagePullSecrets { name } volumes { name }
+      autoscalingBehavior { scaleUp { stabilizationWindowSeconds selectPolicy policies { type value periodSeconds } } scaleDown { selectPolicy } }
+    } } } } }`;
+    const stored = await gqlOk(t, ws.apiKey, q, { id: d.id });
+    expect(stored.node.sourceConfig.resourceSpec).toEqual({
+      minScale: 1, maxScale: 3, cpu: 0.5, cpuLimit: 1, memoryMb: 1024, memoryLimitMb: null, cpuScalingEnabled: true, cpuTargetPercent: 70, queueCpu: null,
+      labels: { team: "core" }, annotations: null, serviceAccountName: "agent", imagePullSecrets: [{ name: "pull" }], volumes: null,
+      autoscalingBehavior: { scaleUp: { stabilizationWindowSeconds: 30, selectPolicy: "Max", policies: [{ type: "Pods", value: 2, periodSeconds: 60 }] }, scaleDown: null },
+    });
+
+    // JSON columns are not typed by the database: what an older version or a hand-made fix stored may
+    // have any shape, and shows as null rather than failing the answer.
+    const row = await t.app.db.prisma.deployment.findUniqueOrThrow({ where: { id: d.uuid } });
+    const config = row.sourceConfig as Record<string, unknown>;
+    const wrong = { min_scale: 1.5, max_scale: "3", cpu: "0.5", cpu_limit: true, memory_mb: 1024, cpu_scaling_enabled: "yes", labels: ["team"], service_account_name: 5, image_pull_secrets: { name: "pull" }, autoscaling_behavior: [] };
+    await t.app.db.prisma.deployment.update({ where: { id: d.uuid }, data: { sourceConfig: { ...config, resource_spec: wrong } } });
+    const shown = await gqlOk(t, ws.apiKey, q, { id: d.id });
+    expect(shown.node.sourceConfig.resourceSpec).toEqual({
+      minScale: null, maxScale: null, cpu: null, cpuLimit: null, memoryMb: 1024, memoryLimitMb: null, cpuScalingEnabled: null, cpuTargetPercent: null, queueCpu: null,
+      labels: null, annotations: null, serviceAccountName: null, imagePullSecrets: null, volumes: null, autoscalingBehavior: null,
+    });
+  });
 });

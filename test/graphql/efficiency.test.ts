@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { type GraphQLObjectType, isObjectType } from "graphql";
+import { schema } from "../../src/graphql/types/index.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { countSql } from "./sql-count.js";
@@ -196,5 +198,17 @@ describe("DataLoaders", () => {
     expect(node.id).toBe(id);
     expect(node.latestRevision).toEqual({ uuid: latestRevision.uuid });
     expect(node.revisions.edges[0].node.deployment.latestRevision).toEqual(latestRevision);
+  });
+});
+
+describe("resolver calls", () => {
+  // graphql-jit answers a field without a resolver by reading the property; a field with one costs a
+  // call (a closure, a resolve info and its path) for every object shown. Stored configs are read
+  // once into views (source-config.ts, resource-spec.ts) so that their many fields need none.
+  it.each(["SourceConfig", "SourceRevisionConfig", "ResourceSpec"])("answers every field of %s by a property read", (name) => {
+    const type = schema.getType(name);
+    expect(isObjectType(type)).toBe(true);
+    const resolved = Object.values((type as GraphQLObjectType).getFields()).filter((f) => f.resolve !== undefined).map((f) => f.name);
+    expect(resolved).toEqual([]);
   });
 });

@@ -7,7 +7,7 @@ import { bool, isObj, type Obj, obj, str } from "../stored-json.js";
 import type { SourceConfig } from "../../core/schemas/source-config.js";
 import type { RevisionConfig } from "../../core/revisions.js";
 import { AgentEnvironmentEnum, DeploymentTypeEnum, RevisionSourceEnum } from "./enums.js";
-import { ResourceSpecInput, ResourceSpecRef } from "./resource-spec.js";
+import { ResourceSpecInput, ResourceSpecRef, resourceSpecView, type ResourceSpecView } from "./resource-spec.js";
 
 const ListenerConfig = builder.objectRef<Obj>("ListenerConfig").implement({
   fields: (t) => ({ k8sNamespace: t.string({ nullable: true, resolve: (o) => str(o, "k8s_namespace") }) }),
@@ -27,7 +27,7 @@ export interface SourceConfigView {
   repoUrl: string | null;
   buildOnPush: boolean | null;
   customUrl: string | null;
-  resourceSpec: Obj | null;
+  resourceSpec: ResourceSpecView | null;
   listenerId: string | null;
   listenerConfig: Obj | null;
   installCommand: string | null;
@@ -40,12 +40,13 @@ export interface SourceConfigView {
 export function sourceConfigView(config: SourceConfig): SourceConfigView {
   const o = config as unknown as Obj;
   const deploymentType = str(o, "deployment_type");
+  const resourceSpec = obj(o, "resource_spec");
   return {
     integrationId: str(o, "integration_id"),
     repoUrl: str(o, "repo_url"),
     buildOnPush: bool(o, "build_on_push"),
     customUrl: str(o, "custom_url"),
-    resourceSpec: obj(o, "resource_spec"),
+    resourceSpec: resourceSpec && resourceSpecView(resourceSpec),
     listenerId: str(o, "listener_id"),
     listenerConfig: obj(o, "listener_config"),
     installCommand: str(o, "install_command"),
