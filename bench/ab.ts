@@ -6,7 +6,7 @@ import { compare, type LoadResult, type Target } from "./lib/load.js";
 import { runMain } from "./lib/main.js";
 import { LIST_QUERY, NESTED_QUERY } from "./lib/queries.js";
 import { fmt, Report, RESULT_HEADERS, resultRow } from "./lib/report.js";
-import { SEED_STEP_MS, seedDeployments, seedRevisions, waitAllServingLatest } from "./lib/seed.js";
+import { SEED_STEP_MS, SIZED_SPEC, seedDeployments, seedRevisions, waitAllServingLatest } from "./lib/seed.js";
 import { API_KEY, type BenchServer, ROOT, startServer } from "./lib/server.js";
 import { createDatabase } from "./lib/database.js";
 import { Client } from "./lib/http.js";
@@ -18,7 +18,10 @@ import { buildServer } from "../scripts/build.mjs";
  * machine's drift hitting both sides alike. Both must first give the same answers (cursors aside),
  * byte for byte: a variant that answers differently (an error is fast) is not timed.
  *
- *   npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--set servers=1] [--no-record]
+ *   npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--set servers=1] [--set specs=1] [--no-record]
+ *
+ * `specs=1` gives every deployment a resource spec (SIZED_SPEC), as a team that sizes its
+ * deployments has them; by default they have none, as the command-line tool's deploy makes them.
  *
  * The ref's src/ is taken from git and bundled as `npm start` bundles the working tree; the Prisma
  * client (generated, not in git) and the migrations are the working tree's, so both sides must have
@@ -26,13 +29,13 @@ import { buildServer } from "../scripts/build.mjs";
  */
 const ref = process.argv[2];
 if (!ref || ref.startsWith("--")) {
-  process.stderr.write("usage: npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--set servers=1] [--no-record]\n");
+  process.stderr.write("usage: npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--set servers=1] [--set specs=1] [--no-record]\n");
   process.exit(2);
 }
 const args = parseBenchArgs(process.argv.slice(3));
 const p = params(args, {
-  full: { deployments: 300, revisionsEach: 3, page: 100, connections: 10, duration: 5, rounds: 5, maxRequests: 500_000, servers: 1 },
-  small: { deployments: 100, revisionsEach: 2, page: 100, connections: 10, duration: 2, rounds: 2, maxRequests: 50_000, servers: 1 },
+  full: { deployments: 300, revisionsEach: 3, page: 100, connections: 10, duration: 5, rounds: 5, maxRequests: 500_000, servers: 1, specs: 0 },
+  small: { deployments: 100, revisionsEach: 2, page: 100, connections: 10, duration: 2, rounds: 2, maxRequests: 50_000, servers: 1, specs: 0 },
 });
 
 /** Bundles the ref's src/ into build/server/ (where the working tree's bundle is: the same relative paths). */
@@ -87,7 +90,7 @@ runMain(async () => {
     const seeder = await startServer({ db, env: { PIPELINE_STEP_MS: SEED_STEP_MS } });
     try {
       const client = new Client(seeder.url);
-      await seedRevisions(client, await seedDeployments(client, p.deployments), p.revisionsEach - 1);
+      await seedRevisions(client, await seedDeployments(client, p.deployments, 8, p.specs ? SIZED_SPEC : undefined), p.revisionsEach - 1);
       await waitAllServingLatest(client, 600);
     } finally {
       await seeder.stop();
@@ -127,7 +130,7 @@ runMain(async () => {
       // Warm every server (graphql-jit compiles a document on its second run), then measure.
       await compare(all, { connections: p.connections, durationS: 2, maxRequests: p.maxRequests, rounds: 1 });
       const results = await compare(all, { connections: p.connections, durationS: p.duration, maxRequests: p.maxRequests, rounds: p.rounds });
-      report.table(`postgres: ${p.deployments} deployments × ${p.revisionsEach} revisions, A and B alternating`, RESULT_HEADERS, results.map(resultRow));
+      report.table(`postgres: ${p.deployments} deployments${p.specs ? " with resource specs" : ""} × ${p.revisionsEach} revisions, A and B alternating`, RESULT_HEADERS, results.map(resultRow));
       const byName = new Map(results.map((r) => [r.name, r]));
       const side = (targets: Target[][], k: number) => pooled(targets.map((t) => byName.get(t[k]!.name)!));
       for (const [k, kind] of KINDS.entries()) {

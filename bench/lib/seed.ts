@@ -15,19 +15,31 @@ export interface RestRevision {
   [field: string]: unknown;
 }
 
-/** What the command-line tool of COMPAT.md sends to create a deployment. */
-export const deploymentBody = (name: string) => ({
+/** A resource spec as a team that sizes its deployment gives it (SPEC.md's Resource spec). */
+export const SIZED_SPEC = {
+  min_scale: 1,
+  max_scale: 3,
+  cpu: 0.5,
+  cpu_limit: 1,
+  memory_mb: 1024,
+  memory_limit_mb: 2048,
+  labels: { team: "agents" },
+  service_account_name: "agent",
+};
+
+/** What the command-line tool of COMPAT.md sends to create a deployment; with a resource spec if given. */
+export const deploymentBody = (name: string, resourceSpec?: Record<string, unknown>) => ({
   name,
   source: "internal_container",
-  source_config: { deployment_type: "dev" },
+  source_config: { deployment_type: "dev", ...(resourceSpec && { resource_spec: resourceSpec }) },
   source_revision_config: { image_uri: `registry.example.com/agents/${name}:1` },
 });
 
 /** Creates n deployments through POST /v2/deployments, `concurrency` at a time. */
-export async function seedDeployments(client: Client, n: number, concurrency = 8): Promise<RestDeployment[]> {
+export async function seedDeployments(client: Client, n: number, concurrency = 8, resourceSpec?: Record<string, unknown>): Promise<RestDeployment[]> {
   const run = randomBytes(3).toString("hex");
   const names = Array.from({ length: n }, (_, i) => `bench-${run}-${String(i).padStart(5, "0")}`);
-  return mapLimit(names, concurrency, (name) => client.expect<RestDeployment>(201, "POST", "/v2/deployments", deploymentBody(name)));
+  return mapLimit(names, concurrency, (name) => client.expect<RestDeployment>(201, "POST", "/v2/deployments", deploymentBody(name, resourceSpec)));
 }
 
 /** Adds `count` revisions to each deployment through POST /v2/deployments/{id}/revisions (one at a time per deployment). */
