@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
+import type { Prisma } from "../../src/generated/prisma/client.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { createDeployment, gql, gqlOk } from "./support.js";
 
@@ -147,7 +148,7 @@ describe("deployments connection", () => {
     expect(skipped.node.revisions.edges.map((e: any) => e.node.status)).toEqual(["SKIPPED", "SKIPPED"]);
   });
 
-  it("shows a stored resource spec field by field, and a stored value of the wrong shape as null", async () => {
+  it("shows a stored resource spec and listener config field by field, and a stored value of the wrong shape as null", async () => {
     const d = await createDeployment(t, ws.apiKey, {
       sourceConfig: {
         resourceSpec: {
@@ -157,7 +158,7 @@ describe("deployments connection", () => {
         },
       },
     });
-    const q = `query($id: ID!) { node(id: $id) { ... on Deployment { sourceConfig { resourceSpec {
+    const q = `query($id: ID!) { node(id: $id) { ... on Deployment { sourceConfig { listenerConfig { k8sNamespace } resourceSpec {
       minScale maxScale cpu cpuLimit memoryMb memoryLimitMb cpuScalingEnabled cpuTargetPercent queueCpu
       labels annotations serviceAccountName imagePullSecrets { name } volumes { name }
       autoscalingBehavior { scaleUp { stabilizationWindowSeconds selectPolicy policies { type value periodSeconds } } scaleDown { selectPolicy } }
@@ -172,10 +173,16 @@ describe("deployments connection", () => {
     // JSON columns are not typed by the database: what an older version or a hand-made fix stored may
     // have any shape, and shows as null rather than failing the answer.
     const row = await t.app.db.prisma.deployment.findUniqueOrThrow({ where: { id: d.uuid } });
-    const config = row.sourceConfig as Record<string, unknown>;
+    const config = row.sourceConfig as Prisma.InputJsonObject;
+    const setStored = (changes: Prisma.InputJsonObject) =>
+      t.app.db.prisma.deployment.update({ where: { id: d.uuid }, data: { sourceConfig: { ...config, ...changes } } });
+    await setStored({ listener_config: { k8s_namespace: "agents" } });
+    expect((await gqlOk(t, ws.apiKey, q, { id: d.id })).node.sourceConfig.listenerConfig).toEqual({ k8sNamespace: "agents" });
+
     const wrong = { min_scale: 1.5, max_scale: "3", cpu: "0.5", cpu_limit: true, memory_mb: 1024, cpu_scaling_enabled: "yes", labels: ["team"], service_account_name: 5, image_pull_secrets: { name: "pull" }, autoscaling_behavior: [] };
-    await t.app.db.prisma.deployment.update({ where: { id: d.uuid }, data: { sourceConfig: { ...config, resource_spec: wrong } } });
+    await setStored({ resource_spec: wrong, listener_config: { k8s_namespace: 5 } });
     const shown = await gqlOk(t, ws.apiKey, q, { id: d.id });
+    expect(shown.node.sourceConfig.listenerConfig).toEqual({ k8sNamespace: null });
     expect(shown.node.sourceConfig.resourceSpec).toEqual({
       minScale: null, maxScale: null, cpu: null, cpuLimit: null, memoryMb: 1024, memoryLimitMb: null, cpuScalingEnabled: null, cpuTargetPercent: null, queueCpu: null,
       labels: null, annotations: null, serviceAccountName: null, imagePullSecrets: null, volumes: null, autoscalingBehavior: null,

@@ -204,8 +204,8 @@ describe("DataLoaders", () => {
 describe("resolver calls", () => {
   // graphql-jit answers a field without a resolver by reading the property; a field with one costs a
   // call (a closure, a resolve info and its path) for every object shown. Stored configs are read
-  // once into views (source-config.ts, resource-spec.ts) so that their many fields need none.
-  it.each(["SourceConfig", "SourceRevisionConfig", "ResourceSpec"])("answers every field of %s by a property read", (name) => {
+  // once into views (source-config.ts, resource-spec.ts) so that their fields need none.
+  it.each(["SourceConfig", "SourceRevisionConfig", "ResourceSpec", "ListenerConfig", "SecretReference", "Agent"])("answers every field of %s by a property read", (name) => {
     const type = schema.getType(name);
     expect(isObjectType(type)).toBe(true);
     const resolved = Object.values((type as GraphQLObjectType).getFields()).filter((f) => f.resolve !== undefined).map((f) => f.name);

@@ -3,7 +3,8 @@ import type { LatestRevisionRead } from "../../core/deployment-reads.js";
 import type { RevisionSummary } from "../../core/revision-reads.js";
 import type { RevisionConfig } from "../../core/revisions.js";
 import type { DeploymentWithRevision } from "../../core/deployments.js";
-import { maskedSecrets, readSecretReferences } from "../../core/schemas/secrets.js";
+import { maskedSecrets } from "../../core/schemas/secrets.js";
+import type { AgentEnvironment } from "../../core/schemas/agent.js";
 import { deploymentSourceConfig } from "../../core/schemas/source-config.js";
 import { type DeploymentStatus, IMMUTABLE_SOURCE_CONFIG_FIELDS, REVISION_TRIGGER_FIELDS, type Source } from "../../core/schemas/source.js";
 import type { Deployment } from "../../generated/prisma/client.js";
@@ -35,6 +36,7 @@ import {
   SourceConfigRef,
   SourceRevisionConfigInput,
   SourceRevisionConfigRef,
+  secretReferencesView,
   sourceConfigView,
   sourceRevisionConfigView,
   revisionChangeFields,
@@ -88,7 +90,7 @@ builder.node(DeploymentRef, {
       },
     }),
     secrets: t.field({ type: [SecretRef], description: "Names only: values are never shown.", resolve: (d) => maskedSecrets(d.secrets).map(({ name }) => ({ name })) }),
-    secretReferences: t.field({ type: [SecretReferenceRef], resolve: (d) => readSecretReferences(d.secretReferences) }),
+    secretReferences: t.field({ type: [SecretReferenceRef], resolve: (d) => secretReferencesView(d.secretReferences) }),
     status: t.field({ type: DeploymentStatusEnum, resolve: (d) => d.status as DeploymentStatus }),
     latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx, info) => latestRevisionOf(ctx, d, info) }),
     activeRevision: t.field({
@@ -130,7 +132,7 @@ builder.node(DeploymentRef, {
     agent: t.field({
       type: AgentRef,
       nullable: true,
-      resolve: (d) => (d.agentId && d.agentEnvironment ? { agentId: d.agentId, environment: d.agentEnvironment } : null),
+      resolve: (d) => (d.agentId && d.agentEnvironment ? { agentId: d.agentId, environment: d.agentEnvironment as AgentEnvironment } : null),
     }),
     shareable: t.exposeBoolean("shareable"),
     routeThroughGateway: t.exposeBoolean("routeThroughGateway"),

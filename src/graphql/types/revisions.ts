@@ -1,7 +1,7 @@
 import { notFound } from "../../core/errors.js";
 import type { Deployment, Revision, RevisionEvent } from "../../generated/prisma/client.js";
 import type { RevisionSummary } from "../../core/revision-reads.js";
-import { readSecretReferences, readStoredSecrets } from "../../core/schemas/secrets.js";
+import { readStoredSecrets } from "../../core/schemas/secrets.js";
 import { readSourceConfig } from "../../core/schemas/source-config.js";
 import type { Source } from "../../core/schemas/source.js";
 import type { RevisionStatus } from "../../core/revision-machine.js";
@@ -17,6 +17,7 @@ import {
   SecretReferenceRef,
   SourceConfigRef,
   SourceRevisionConfigRef,
+  secretReferencesView,
   sourceConfigView,
   sourceRevisionConfigView,
   revisionChangeFields,
@@ -67,7 +68,7 @@ builder.node(RevisionRef, {
     }),
     sourceRevisionConfig: t.field({ type: SourceRevisionConfigRef, resolve: (r) => sourceRevisionConfigView(r) }),
     secrets: t.field({ type: [SecretRef], resolve: async (r, _args, ctx) => readStoredSecrets((await whole(r, ctx)).secrets).map(({ name }) => ({ name })) }),
-    secretReferences: t.field({ type: [SecretReferenceRef], resolve: async (r, _args, ctx) => readSecretReferences((await whole(r, ctx)).secretReferences) }),
+    secretReferences: t.field({ type: [SecretReferenceRef], resolve: async (r, _args, ctx) => secretReferencesView((await whole(r, ctx)).secretReferences) }),
     shareable: t.boolean({ resolve: async (r, _args, ctx) => (await whole(r, ctx)).shareable }),
     routeThroughGateway: t.boolean({ resolve: async (r, _args, ctx) => (await whole(r, ctx)).routeThroughGateway }),
     remoteReconciled: t.boolean({

@@ -3,14 +3,19 @@ import type { AgentEnvironment } from "../../core/schemas/agent.js";
 import { builder, type Types } from "../builder.js";
 import { camelList } from "../input-names.js";
 import { SECRET_FIELD } from "../redact.js";
+import { readSecretReferences } from "../../core/schemas/secrets.js";
 import { bool, isObj, type Obj, obj, str } from "../stored-json.js";
 import type { SourceConfig } from "../../core/schemas/source-config.js";
 import type { RevisionConfig } from "../../core/revisions.js";
 import { AgentEnvironmentEnum, DeploymentTypeEnum, RevisionSourceEnum } from "./enums.js";
 import { ResourceSpecInput, ResourceSpecRef, resourceSpecView, type ResourceSpecView } from "./resource-spec.js";
 
-const ListenerConfig = builder.objectRef<Obj>("ListenerConfig").implement({
-  fields: (t) => ({ k8sNamespace: t.string({ nullable: true, resolve: (o) => str(o, "k8s_namespace") }) }),
+interface ListenerConfigView {
+  k8sNamespace: string | null;
+}
+
+const ListenerConfig = builder.objectRef<ListenerConfigView>("ListenerConfig").implement({
+  fields: (t) => ({ k8sNamespace: t.exposeString("k8sNamespace", { nullable: true }) }),
 });
 
 /** Stored deployment types are core's own values; anything else shows as null. */
@@ -29,7 +34,7 @@ export interface SourceConfigView {
   customUrl: string | null;
   resourceSpec: ResourceSpecView | null;
   listenerId: string | null;
-  listenerConfig: Obj | null;
+  listenerConfig: ListenerConfigView | null;
   installCommand: string | null;
   buildCommand: string | null;
   deploymentType: DeploymentType | null;
@@ -41,6 +46,7 @@ export function sourceConfigView(config: SourceConfig): SourceConfigView {
   const o = config as unknown as Obj;
   const deploymentType = str(o, "deployment_type");
   const resourceSpec = obj(o, "resource_spec");
+  const listenerConfig = obj(o, "listener_config");
   return {
     integrationId: str(o, "integration_id"),
     repoUrl: str(o, "repo_url"),
@@ -48,7 +54,7 @@ export function sourceConfigView(config: SourceConfig): SourceConfigView {
     customUrl: str(o, "custom_url"),
     resourceSpec: resourceSpec && resourceSpecView(resourceSpec),
     listenerId: str(o, "listener_id"),
-    listenerConfig: obj(o, "listener_config"),
+    listenerConfig: listenerConfig && { k8sNamespace: str(listenerConfig, "k8s_namespace") },
     installCommand: str(o, "install_command"),
     buildCommand: str(o, "build_command"),
     deploymentType: isDeploymentType(deploymentType) ? deploymentType : null,
@@ -113,19 +119,23 @@ export const SecretRef = builder.objectRef<{ name: string }>("Secret").implement
   fields: (t) => ({ name: t.exposeString("name") }),
 });
 
-export const SecretReferenceRef = builder.objectRef<{ name: string; secret_name: string; secret_key: string }>("SecretReference").implement({
+/** Stored secret references (REST's shape) under their GraphQL names, so that each field is a property read. */
+export const secretReferencesView = (json: unknown) =>
+  readSecretReferences(json).map((r) => ({ name: r.name, secretName: r.secret_name, secretKey: r.secret_key }));
+
+export const SecretReferenceRef = builder.objectRef<ReturnType<typeof secretReferencesView>[number]>("SecretReference").implement({
   description: "An environment variable taken from a key of a Kubernetes secret.",
   fields: (t) => ({
     name: t.exposeString("name"),
-    secretName: t.exposeString("secret_name"),
-    secretKey: t.exposeString("secret_key"),
+    secretName: t.exposeString("secretName"),
+    secretKey: t.exposeString("secretKey"),
   }),
 });
 
-export const AgentRef = builder.objectRef<{ agentId: string; environment: string }>("Agent").implement({
+export const AgentRef = builder.objectRef<{ agentId: string; environment: AgentEnvironment }>("Agent").implement({
   fields: (t) => ({
     agentId: t.exposeString("agentId"),
-    environment: t.field({ type: AgentEnvironmentEnum, resolve: (a) => a.environment as AgentEnvironment }),
+    environment: t.expose("environment", { type: AgentEnvironmentEnum }),
   }),
 });
 
