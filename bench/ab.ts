@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { parseBenchArgs, params } from "./lib/args.js";
 import { compare, type LoadResult, type Target } from "./lib/load.js";
@@ -10,6 +10,7 @@ import { SEED_STEP_MS, SIZED_SPEC, seedDeployments, seedRevisions, waitAllServin
 import { API_KEY, type BenchServer, ROOT, startServer } from "./lib/server.js";
 import { createDatabase } from "./lib/database.js";
 import { Client } from "./lib/http.js";
+import { withRefSource } from "./lib/ref-source.js";
 import { buildServer } from "../scripts/build.mjs";
 
 /**
@@ -39,18 +40,12 @@ const p = params(args, {
 });
 
 /** Bundles the ref's src/ into build/server/ (where the working tree's bundle is: the same relative paths). */
-async function bundleRef(sha: string): Promise<string> {
-  const tree = mkdtempSync(join(ROOT, "build", "ab-src-"));
-  try {
-    const tar = execFileSync("git", ["archive", "--format=tar", sha, "src"], { cwd: ROOT, maxBuffer: 256 * 1024 * 1024 });
-    execFileSync("tar", ["-x", "-C", tree], { input: tar });
-    cpSync(join(ROOT, "src", "generated"), join(tree, "src", "generated"), { recursive: true });
+function bundleRef(sha: string): Promise<string> {
+  return withRefSource(sha, "ab-src-", async (tree) => {
     const outfile = join(ROOT, "build", "server", `ab-${sha}.mjs`);
     await buildServer({ entry: join(tree, "src", "main.ts"), outfile });
     return outfile;
-  } finally {
-    rmSync(tree, { recursive: true, force: true });
-  }
+  });
 }
 
 const KINDS = ["REST list", "GraphQL list", "GraphQL dashboard"] as const;

@@ -1,5 +1,4 @@
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { GraphQLList, GraphQLNonNull, GraphQLObjectType, type GraphQLOutputType, GraphQLSchema, parse } from "graphql";
@@ -8,7 +7,9 @@ import { parseBenchArgs, params } from "./lib/args.js";
 import { median } from "./lib/load.js";
 import { runMain } from "./lib/main.js";
 import { fmt, Report } from "./lib/report.js";
+import { SOURCE_CONFIG_FIELDS } from "./lib/queries.js";
 import { SIZED_SPEC } from "./lib/seed.js";
+import { withRefSource } from "./lib/ref-source.js";
 import { ROOT } from "./lib/server.js";
 
 /**
@@ -21,8 +22,7 @@ import { ROOT } from "./lib/server.js";
  *
  *   npx tsx bench/views.ts <git ref> [--set page=100] [--set rounds=20] [--no-record]
  *
- * The ref's src/ is taken from git into build/ (so that it finds the same packages) and imported
- * beside the working tree's; the Prisma client is the working tree's.
+ * The ref's src/ is taken from git (withRefSource) and imported beside the working tree's.
  */
 const ref = process.argv[2];
 if (!ref || ref.startsWith("--")) {
@@ -35,18 +35,8 @@ const p = params(args, {
   small: { page: 100, rounds: 6, runs: 100 },
 });
 
-const SELECTION = `{ configs {
-  integrationId repoUrl buildOnPush customUrl listenerId listenerConfig { k8sNamespace } installCommand buildCommand deploymentType repoBranch
-  resourceSpec {
-    minScale maxScale cpu cpuLimit memoryMb memoryLimitMb
-    queueMinScale queueMaxScale queueCpu queueCpuLimit queueMemoryMb queueMemoryLimitMb
-    cacheCpu cacheCpuLimit cacheMemoryMb cacheMemoryLimitMb
-    coreCpu coreCpuLimit coreMemoryMb coreMemoryLimitMb
-    dbCpu dbCpuLimit dbMemoryMb dbMemoryLimitMb dbStorageGi dbMaxConnections
-    labels annotations serviceAccountName
-    cpuTargetPercent cpuScalingEnabled cpuLimitEnabled queueCpuTargetPercent queueCpuScalingEnabled queueCpuLimitEnabled
-  }
-} }`;
+/** The source config as the list query shows it (bench/lib/queries.ts). */
+const SELECTION = `{ configs { ${SOURCE_CONFIG_FIELDS} } }`;
 
 /** A tree's schema and its view of a stored source config, as its src/graphql has them. */
 interface Side {
@@ -76,10 +66,7 @@ function compiled(side: Side, configs: unknown[]): CompiledQuery {
 runMain(async () => {
   const sha = execFileSync("git", ["rev-parse", "--short", ref], { cwd: ROOT, encoding: "utf8" }).trim();
   const report = new Report("views", args.scale, p);
-  const tree = mkdtempSync(join(ROOT, "build", "views-src-"));
-  try {
-    execFileSync("tar", ["-x", "-C", tree], { input: execFileSync("git", ["archive", "--format=tar", sha, "src"], { cwd: ROOT, maxBuffer: 256 * 1024 * 1024 }) });
-    cpSync(join(ROOT, "src", "generated"), join(tree, "src", "generated"), { recursive: true });
+  await withRefSource(sha, "views-src-", async (tree) => {
     const configs = Array.from({ length: p.page }, (_, i) => ({
       deployment_type: "dev",
       build_on_push: false,
@@ -108,8 +95,6 @@ runMain(async () => {
       sides.map((s, i) => [s.name, median(settled[i]!).toFixed(3), Math.min(...settled[i]!).toFixed(3), Math.max(...settled[i]!).toFixed(3)]),
     );
     report.note(`B ÷ A: ${fmt.ratio(median(settled[1]!) / median(settled[0]!))} of the time a page (medians of ${settled[0]!.length} rounds of ${p.runs} pages).`);
-  } finally {
-    rmSync(tree, { recursive: true, force: true });
-  }
+  });
   report.finish(args.record);
 });

@@ -15,15 +15,17 @@ const RESOURCE_SPEC = `resourceSpec {
   cpuTargetPercent cpuScalingEnabled cpuLimitEnabled queueCpuTargetPercent queueCpuScalingEnabled queueCpuLimitEnabled
 }`;
 
+/** A source config's fields, its resource spec's included (bench/views.ts shows them alone). */
+export const SOURCE_CONFIG_FIELDS = `
+    integrationId repoUrl buildOnPush customUrl ${RESOURCE_SPEC}
+    listenerId listenerConfig { k8sNamespace } installCommand buildCommand deploymentType repoBranch`;
+
 const SOURCE_REVISION_CONFIG = `sourceRevisionConfig { repoRef frameworkConfigPath imageUri sourceTarballPath repoCommitSha repoCommitTitle }`;
 
 /** A REST Deployment's fields. */
 export const DEPLOYMENT_FIELDS = `
   uuid tenantId createdAt updatedAt name displayName source
-  sourceConfig {
-    integrationId repoUrl buildOnPush customUrl ${RESOURCE_SPEC}
-    listenerId listenerConfig { k8sNamespace } installCommand buildCommand deploymentType repoBranch
-  }
+  sourceConfig { ${SOURCE_CONFIG_FIELDS} }
   ${SOURCE_REVISION_CONFIG}
   secrets { name } secretReferences { name secretName secretKey }
   status latestRevision { uuid } activeRevision { uuid }

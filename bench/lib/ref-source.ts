@@ -1,0 +1,21 @@
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { ROOT } from "./server.js";
+
+/**
+ * A git ref's src/ in a temporary folder under build/ (inside the repository, so that its imports find
+ * the same node_modules), with the working tree's generated Prisma client (not in git): both sides
+ * of a comparison must therefore have the same schema. Removed after fn, whether it succeeds or throws.
+ */
+export async function withRefSource<T>(sha: string, prefix: string, fn: (tree: string) => Promise<T>): Promise<T> {
+  const tree = mkdtempSync(join(ROOT, "build", prefix));
+  try {
+    const tar = execFileSync("git", ["archive", "--format=tar", sha, "src"], { cwd: ROOT, maxBuffer: 256 * 1024 * 1024 });
+    execFileSync("tar", ["-x", "-C", tree], { input: tar });
+    cpSync(join(ROOT, "src", "generated"), join(tree, "src", "generated"), { recursive: true });
+    return await fn(tree);
+  } finally {
+    rmSync(tree, { recursive: true, force: true });
+  }
+}
