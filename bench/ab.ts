@@ -1,7 +1,6 @@
-import { execFileSync } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { parseBenchArgs, params } from "./lib/args.js";
+import { params } from "./lib/args.js";
 import { compare, type LoadResult, type Target } from "./lib/load.js";
 import { runMain } from "./lib/main.js";
 import { LIST_QUERY, NESTED_QUERY } from "./lib/queries.js";
@@ -10,7 +9,7 @@ import { SEED_STEP_MS, SIZED_SPEC, seedDeployments, seedRevisions, waitAllServin
 import { API_KEY, type BenchServer, ROOT, startServer } from "./lib/server.js";
 import { createDatabase } from "./lib/database.js";
 import { Client } from "./lib/http.js";
-import { withRefSource } from "./lib/ref-source.js";
+import { refCommandLine, withRefSource } from "./lib/ref-source.js";
 import { buildServer } from "../scripts/build.mjs";
 
 /**
@@ -28,12 +27,7 @@ import { buildServer } from "../scripts/build.mjs";
  * client (generated, not in git) and the migrations are the working tree's, so both sides must have
  * the same schema.
  */
-const ref = process.argv[2];
-if (!ref || ref.startsWith("--")) {
-  process.stderr.write("usage: npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--set servers=1] [--set specs=1] [--no-record]\n");
-  process.exit(2);
-}
-const args = parseBenchArgs(process.argv.slice(3));
+const { sha, args } = refCommandLine("npx tsx bench/ab.ts <git ref> [--set deployments=300] [--set rounds=5] [--set servers=1] [--set specs=1] [--no-record]");
 const p = params(args, {
   full: { deployments: 300, revisionsEach: 3, page: 100, connections: 10, duration: 5, rounds: 5, maxRequests: 500_000, servers: 1, specs: 0 },
   small: { deployments: 100, revisionsEach: 2, page: 100, connections: 10, duration: 2, rounds: 2, maxRequests: 50_000, servers: 1, specs: 0 },
@@ -75,7 +69,6 @@ async function answer(server: BenchServer, target: Target): Promise<string> {
 }
 
 runMain(async () => {
-  const sha = execFileSync("git", ["rev-parse", "--short", ref], { cwd: ROOT, encoding: "utf8" }).trim();
   const bundleA = await bundleRef(sha);
   const report = new Report("ab", args.scale, p);
   const db = await createDatabase("postgres");

@@ -1,15 +1,14 @@
-import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { GraphQLList, GraphQLNonNull, GraphQLObjectType, type GraphQLOutputType, GraphQLSchema, parse } from "graphql";
 import { compileQuery, type CompiledQuery, isCompiledQuery } from "graphql-jit";
-import { parseBenchArgs, params } from "./lib/args.js";
+import { params } from "./lib/args.js";
 import { median } from "./lib/load.js";
 import { runMain } from "./lib/main.js";
 import { fmt, Report } from "./lib/report.js";
 import { SOURCE_CONFIG_FIELDS } from "./lib/queries.js";
 import { SIZED_SPEC } from "./lib/seed.js";
-import { withRefSource } from "./lib/ref-source.js";
+import { refCommandLine, withRefSource } from "./lib/ref-source.js";
 import { ROOT } from "./lib/server.js";
 
 /**
@@ -24,12 +23,7 @@ import { ROOT } from "./lib/server.js";
  *
  * The ref's src/ is taken from git (withRefSource) and imported beside the working tree's.
  */
-const ref = process.argv[2];
-if (!ref || ref.startsWith("--")) {
-  process.stderr.write("usage: npx tsx bench/views.ts <git ref> [--set page=100] [--set rounds=20] [--no-record]\n");
-  process.exit(2);
-}
-const args = parseBenchArgs(process.argv.slice(3));
+const { sha, args } = refCommandLine("npx tsx bench/views.ts <git ref> [--set page=100] [--set rounds=20] [--no-record]");
 const p = params(args, {
   full: { page: 100, rounds: 20, runs: 300 },
   small: { page: 100, rounds: 6, runs: 100 },
@@ -64,7 +58,6 @@ function compiled(side: Side, configs: unknown[]): CompiledQuery {
 }
 
 runMain(async () => {
-  const sha = execFileSync("git", ["rev-parse", "--short", ref], { cwd: ROOT, encoding: "utf8" }).trim();
   const report = new Report("views", args.scale, p);
   await withRefSource(sha, "views-src-", async (tree) => {
     const configs = Array.from({ length: p.page }, (_, i) => ({
