@@ -47,7 +47,7 @@ const PURGE_EVERY_MS = 60_000;
 /**
  * Idempotency-Key for creates, as payment APIs do it: the first request with a key runs and its
  * answer is stored; a retry with the same key and the same request gets that answer again and
- * changes nothing; the same key with another request is a 422. Keys are per workspace. Concurrent
+ * changes nothing; the same key with another request (or from another caller) is a 422. Keys are per workspace. Concurrent
  * duplicates meet at the primary key (workspace_id, key): one inserts and runs, the others wait
  * for its answer (or get a 409 if it takes too long).
  */
@@ -71,7 +71,7 @@ export class IdempotencyService {
 
   async claim(tenant: Tenant, rawKey: string, request: IdempotentRequest): Promise<Claim> {
     const key = parseKey(rawKey);
-    const fingerprint = this.fingerprint(request);
+    const fingerprint = this.fingerprint(tenant, request);
     await this.purgeExpired();
     const db = this.deps.data(tenant);
     const id = { workspaceId_key: { workspaceId: tenant.workspaceId, key } };
@@ -122,9 +122,13 @@ export class IdempotencyService {
     await this.deps.data(tenant).idempotencyKey.deleteMany({ where: { key, status: null } });
   }
 
-  private fingerprint(request: IdempotentRequest): string {
+  /**
+   * The caller is part of the request: another user or key of the workspace sending the same key
+   * and body is refused as a different request rather than handed the first caller's answer.
+   */
+  private fingerprint(tenant: Tenant, request: IdempotentRequest): string {
     return createHmac("sha256", this.fingerprintKey)
-      .update(`${request.method.toUpperCase()}\n${request.path}\n${canonicalBody(request.body)}`)
+      .update(`${tenant.actor}\n${request.method.toUpperCase()}\n${request.path}\n${canonicalBody(request.body)}`)
       .digest("hex");
   }
 

@@ -2,16 +2,12 @@ import { Readable } from "node:stream";
 import { Hono } from "hono";
 import { z } from "zod";
 import type { Core } from "../core/index.js";
-import { type Env, iso, pathParams } from "./http.js";
-import { describe, errorSchema, notFound, timestamp } from "./docs.js";
+import { type Env, iso, NO_STORE, pathParams } from "./http.js";
+import { describe, errorSchema, NO_STORE_HEADER, notFound, timestamp } from "./docs.js";
 
 const idParam = z.object({ deployment_id: z.uuid() });
 
-/** Answers that carry a credential are never cached, nor kept by Idempotency-Key. */
-const NO_STORE = { "Cache-Control": "no-store" };
-
 const tag = "Builds";
-const NO_STORE_HEADER = { "Cache-Control": "no-store: the answer carries a credential" };
 const registryQuery = z.object({
   service: z.string().optional().describe("The registry's service name"),
   scope: z.string().optional().describe("repository:<path>:pull,push; may be repeated"),

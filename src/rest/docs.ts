@@ -83,7 +83,7 @@ const IDEMPOTENCY_KEY = {
   in: "header",
   required: false,
   description:
-    "Makes a retry safe: the first request with a key runs and its answer is kept; a retry with the same key and body gets that answer again, with `Idempotent-Replayed: true`, and runs nothing. Reusing a key with another body is a 422. Answers of 5xx, and answers that carry a credential, are not kept.",
+    "Makes a retry safe: the first request with a key runs and its answer is kept; a retry with the same key and body gets that answer again, with `Idempotent-Replayed: true`, and runs nothing. Reusing a key with another body, or from another caller, is a 422. Answers of 5xx, and answers that carry a credential, are not kept.",
   schema: { type: "string", minLength: 1, maxLength: 255 },
 };
 
@@ -190,6 +190,9 @@ export const nullableTimestamp = timestamp.nullable();
 /** A JSON object whose fields the service does not constrain further here. */
 export const jsonObject = z.record(z.string(), z.unknown());
 /** The 404 of a route whose path names something. */
+/** How the answers sent with NO_STORE (http.ts) document it. */
+export const NO_STORE_HEADER = { "Cache-Control": "no-store: the answer carries a credential" };
+
 export const notFound: Answer = { description: "No such object in the caller's workspace", schema: errorSchema };
 
 /** The REST API's version in the document. */

@@ -41,3 +41,9 @@ export function queryParams<S extends z.ZodType>(c: Context, schema: S): z.outpu
 }
 
 export const iso = (d: Date | null) => (d ? isoString(d) : null);
+
+/**
+ * The headers of an answer that carries a credential (a token, a signed URL, an OAuth flow's
+ * single-use state): no cache keeps it, and neither does Idempotency-Key (middleware/idempotency.ts).
+ */
+export const NO_STORE = { "Cache-Control": "no-store" };

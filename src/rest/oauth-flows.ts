@@ -4,8 +4,8 @@ import { z } from "zod";
 import type { Core } from "../core/index.js";
 import type { CallbackResult } from "../core/oauth-flows.js";
 import { authenticateSchema, callbackQuerySchema, finalizeSchema, providerSlugSchema, waitQuerySchema } from "../core/schemas/oauth.js";
-import { describe, errorSchema, notFound, nullableTimestamp } from "./docs.js";
-import { type Env, iso, pathParams, readJson } from "./http.js";
+import { describe, errorSchema, NO_STORE_HEADER, notFound, nullableTimestamp } from "./docs.js";
+import { type Env, iso, NO_STORE, pathParams, readJson } from "./http.js";
 
 const providerParam = z.object({ provider_id: providerSlugSchema });
 // auth_id is a string in the contract: an id that names no flow of the caller's is `not_found`.
@@ -60,7 +60,7 @@ export function oauthCallbackRoutes(core: Pick<Core, "oauthFlows">) {
 export function oauthFlowRoutes(core: Pick<Core, "oauthFlows">) {
   const flows = core.oauthFlows;
   return new Hono<Env>()
-    .post("/v2/auth/authenticate", describe({ tag, summary: "Start (or reuse) an OAuth flow for a user", body: authenticateSchema, responses: { 200: { description: "completed with the token, or pending with the URL to send the user to", schema: z.object({ status: z.enum(["completed", "pending", "token_expired"]), url: z.string().nullable(), auth_id: z.string().nullable(), token: z.string().nullable(), user_id: z.string().nullable(), metadata: z.object({ token_id: z.string().optional(), provider_id: z.string().optional(), scopes: z.array(z.string()), expires_at: nullableTimestamp }).nullable() }) }, 404: notFound } }, async (c) => {
+    .post("/v2/auth/authenticate", describe({ tag, summary: "Start (or reuse) an OAuth flow for a user", body: authenticateSchema, responses: { 200: { description: "completed with the token, or pending with the URL to send the user to (never kept by Idempotency-Key)", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "token_expired"]), url: z.string().nullable(), auth_id: z.string().nullable(), token: z.string().nullable(), user_id: z.string().nullable(), metadata: z.object({ token_id: z.string().optional(), provider_id: z.string().optional(), scopes: z.array(z.string()), expires_at: nullableTimestamp }).nullable() }) }, 404: notFound } }, async (c) => {
       const result = await flows.authenticate(c.var.tenant, await readJson(c), new URL(c.req.url).origin);
       return c.json({
         status: result.status,
@@ -73,15 +73,15 @@ export function oauthFlowRoutes(core: Pick<Core, "oauthFlows">) {
           : result.flow
             ? { expires_at: iso(result.flow.expiresAt), scopes: result.flow.scopes }
             : null,
-      });
+      }, 200, NO_STORE);
     }))
     .post("/v2/auth/callback/:provider_id", describe({ tag, summary: "Finish a flow with the code and state the provider gave (a client that caught the redirect itself)", params: providerParam, body: finalizeSchema, responses: { 200: { description: "The flow is complete", schema: callbackSchema }, ...callbackRefused } }, async (c) => {
       const { provider_id } = pathParams(c, providerParam);
       return c.json(presentCallback(await flows.finalize(c.var.tenant, provider_id, await readJson(c))));
     }))
-    .get("/v2/auth/wait/:auth_id", describe({ tag, summary: "Wait (long-poll) for a flow to complete", params: authParam, query: waitQuerySchema, responses: { 200: { description: "The flow's status; the token once completed", schema: z.object({ status: z.enum(["completed", "pending", "timeout", "not_found"]), token: z.string().nullable() }) } } }, async (c) => {
+    .get("/v2/auth/wait/:auth_id", describe({ tag, summary: "Wait (long-poll) for a flow to complete", params: authParam, query: waitQuerySchema, responses: { 200: { description: "The flow's status; the token once completed", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "timeout", "not_found"]), token: z.string().nullable() }) } } }, async (c) => {
       const { auth_id } = pathParams(c, authParam);
       const result = await flows.wait(c.var.tenant, auth_id, queryOf(c), c.req.raw.signal);
-      return c.json({ status: result.status, token: result.accessToken });
+      return c.json({ status: result.status, token: result.accessToken }, 200, NO_STORE);
     }));
 }

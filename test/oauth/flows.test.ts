@@ -58,6 +58,8 @@ describe("the authorization-code flow", () => {
     expect(waited.status, waited.text).toBe(200);
     expect(waited.body).toEqual({ status: "completed", token: expect.any(String) });
     t.guard.secret(waited.body.token, { shownIn: TOKEN_ANSWERS });
+    // An answer that hands out a token (or a flow's single-use state) is kept by no cache.
+    for (const answer of [started, pending, waited]) expect(answer.headers.get("cache-control")).toBe("no-store");
     expect(server.grants).toContain("authorization_code");
 
     // The next authenticate hands out the same token without a new flow.

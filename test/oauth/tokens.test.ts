@@ -89,6 +89,27 @@ describe("refresh", () => {
   });
 });
 
+describe("Idempotency-Key on authenticate", () => {
+  it("never keeps a handed-out token: nothing is stored, and a retry after the token is deleted does not get it back", async () => {
+    const mine = await t.workspace();
+    const token = await storeToken(t, mine.apiKey);
+    const authenticate = () =>
+      t.request("POST", "/v2/auth/authenticate", { key: mine.apiKey, body: { provider: "github", scopes: [] }, headers: { "idempotency-key": "hand-out" } });
+
+    const first = await authenticate();
+    expect(first.body).toMatchObject({ status: "completed", token: expect.any(String) });
+    t.guard.secret(first.body.token, { shownIn: TOKEN_ANSWERS });
+    expect(first.headers.get("cache-control")).toBe("no-store");
+    expect(await t.app.db.prisma.idempotencyKey.count({ where: { workspaceId: mine.workspaceId } })).toBe(0);
+
+    expect((await t.request("DELETE", `/v2/auth/tokens/${token.id}`, { key: mine.apiKey })).status).toBe(204);
+    const again = await authenticate();
+    expect(again.status, again.text).toBe(200);
+    expect(again.headers.get("idempotent-replayed")).toBeNull();
+    expect(again.body).toMatchObject({ status: "pending", token: null });
+  });
+});
+
 describe("revocation on delete", () => {
   it("revokes the token at the provider, then forgets it and its connections", async () => {
     const mine = await t.workspace();

@@ -1,12 +1,13 @@
 import { createHash } from "node:crypto";
 import { Hono } from "hono";
+import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Tenant } from "../../src/core/auth.js";
 import { IdempotencyService } from "../../src/core/idempotency.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { toErrorAnswer } from "../../src/rest/errors.js";
 import { idempotency } from "../../src/middleware/idempotency.js";
-import { type TestApp, startTestApp } from "../support/app.js";
+import { TEST_JWT_SECRET, type TestApp, startTestApp } from "../support/app.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -99,6 +100,25 @@ describe("Idempotency-Key on POST", () => {
     expect(await listenerIds(mine.apiKey)).toEqual([first.body.id]);
     // The first answer is still what a true retry gets.
     expect((await post(mine.apiKey, listener("first"), "k-reused")).body).toEqual(first.body);
+  });
+
+  it("never replays one caller's answer to another caller of the workspace", async () => {
+    const mine = await t.workspace();
+    const as = async (sub: string) => ({
+      authorization: `Bearer ${await new SignJWT({ tenant_id: mine.workspaceId, sub }).setProtectedHeader({ alg: "HS256" }).setExpirationTime("5m").sign(new TextEncoder().encode(TEST_JWT_SECRET))}`,
+      "idempotency-key": "k-caller",
+    });
+    const alice = await t.request("POST", "/v2/listeners", { body: listener("callers"), headers: await as("alice") });
+    expect(alice.status).toBe(201);
+    const bob = await t.request("POST", "/v2/listeners", { body: listener("callers"), headers: await as("bob") });
+    expect(bob.status).toBe(422);
+    expect(bob.headers.get("idempotent-replayed")).toBeNull();
+    expect(bob.body.detail[0]).toMatchObject({ loc: ["header", "idempotency-key"], type: "value_error" });
+    expect(await listenerIds(mine.apiKey)).toEqual([alice.body.id]);
+    // Alice's own retry still gets her answer.
+    const retry = await t.request("POST", "/v2/listeners", { body: listener("callers"), headers: await as("alice") });
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect(retry.body).toEqual(alice.body);
   });
 
   it("keeps keys per workspace", async () => {
