@@ -3,7 +3,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { Core } from "../core/index.js";
 import { type Env, iso, NO_STORE, pathParams } from "./http.js";
-import { describe, errorSchema, NO_STORE_HEADER, notFound, timestamp } from "./docs.js";
+import { describe, errorSchema, NO_STORE_HEADER, notFound, refused, timestamp } from "./docs.js";
 
 const idParam = z.object({ deployment_id: z.uuid() });
 
@@ -21,18 +21,18 @@ const uploadQuery = z.object({ expires: z.string().describe("From the signed URL
  */
 export function buildRoutes(core: Core) {
   return new Hono<Env>()
-    .post("/v2/deployments/:deployment_id/push-token", describe({ tag, summary: "Issue a registry push token for a deployment's image", params: idParam, responses: { 200: { description: "The token (shown once; never kept by Idempotency-Key)", headers: NO_STORE_HEADER, schema: z.object({ token: z.string(), registry_url: z.string(), expires_at: timestamp }) }, 404: notFound } }, async (c) => {
+    .post("/v2/deployments/:deployment_id/push-token", describe({ tag, summary: "Issue a registry push token for a deployment's image", params: idParam, responses: { 200: { description: "The token (shown once; never kept by Idempotency-Key)", headers: NO_STORE_HEADER, schema: z.object({ token: z.string(), registry_url: z.string(), expires_at: timestamp }) }, 404: notFound, 400: refused("Push tokens are for internal_container deployments not being deleted, where a registry is configured") } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       const issued = await core.pushTokens.create(c.var.tenant, deployment_id);
       return c.json({ token: issued.token, registry_url: issued.registryUrl, expires_at: iso(issued.expiresAt) }, 200, NO_STORE);
     }))
-    .post("/v2/deployments/:deployment_id/upload-url", describe({ tag, summary: "Issue a signed URL to upload a source tarball to", params: idParam, responses: { 200: { description: "The signed URL: PUT the tarball to it before expires_at", headers: NO_STORE_HEADER, schema: z.object({ upload_url: z.string(), object_path: z.string(), expires_at: timestamp }) }, 404: notFound } }, async (c) => {
+    .post("/v2/deployments/:deployment_id/upload-url", describe({ tag, summary: "Issue a signed URL to upload a source tarball to", params: idParam, responses: { 200: { description: "The signed URL: PUT the tarball to it before expires_at", headers: NO_STORE_HEADER, schema: z.object({ upload_url: z.string(), object_path: z.string(), expires_at: timestamp }) }, 404: notFound, 400: refused("Uploads are for managed deployments not being deleted, where the service knows its public URL") } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       const issued = await core.uploads.issue(c.var.tenant, deployment_id, new URL(c.req.url).origin);
       return c.json({ upload_url: issued.uploadUrl, object_path: issued.objectPath, expires_at: iso(issued.expiresAt) }, 200, NO_STORE);
     }))
     // The registry's `auth.token.realm`: authenticated by the push token (Basic), not an API key.
-    .get("/registry/token", describe({ tag, auth: "push-token", summary: "The registry's token server (auth.token.realm): a push token (Basic) for a registry bearer token", query: registryQuery, responses: { 200: { description: "The registry token", headers: NO_STORE_HEADER, schema: z.object({ token: z.string(), access_token: z.string(), expires_in: z.number().int(), issued_at: timestamp }) }, 401: { description: "No or a wrong push token (WWW-Authenticate: Basic)", schema: errorSchema } } }, async (c) => {
+    .get("/registry/token", describe({ tag, auth: "push-token", summary: "The registry's token server (auth.token.realm): a push token (Basic) for a registry bearer token", query: registryQuery, responses: { 200: { description: "The registry token", headers: NO_STORE_HEADER, schema: z.object({ token: z.string(), access_token: z.string(), expires_in: z.number().int(), issued_at: timestamp }) }, 401: { description: "No or a wrong push token (WWW-Authenticate: Basic)", schema: errorSchema }, 400: refused("A service or scope this token server does not issue tokens for") } }, async (c) => {
       try {
         const issued = await core.pushTokens.exchange({
           authorization: c.req.header("authorization") ?? null,
@@ -57,7 +57,7 @@ export function buildRoutes(core: Core) {
  * outside the global body limit: uploads have their own (200 MiB), counted as the body streams in.
  */
 export function uploadRoutes(core: Core) {
-  return new Hono().put("/uploads/:deployment_id/:file", describe({ tag, auth: "signed-url", summary: "Upload a source tarball to a signed URL", description: "The URL's expires and signature are the credential; the body is the gzipped tarball (at most 200 MiB).", params: uploadParams, query: uploadQuery, body: z.string(), bodyMedia: "application/gzip", responses: { 200: { description: "Stored", schema: z.object({ object_path: z.string(), size_bytes: z.number().int(), sha256: z.string() }) }, 403: { description: "The signature is wrong or has expired", schema: errorSchema } } }, async (c) => {
+  return new Hono().put("/uploads/:deployment_id/:file", describe({ tag, auth: "signed-url", summary: "Upload a source tarball to a signed URL", description: "The URL's expires and signature are the credential; the body is the gzipped tarball (at most 200 MiB).", params: uploadParams, query: uploadQuery, body: z.string(), bodyMedia: "application/gzip", responses: { 200: { description: "Stored", schema: z.object({ object_path: z.string(), size_bytes: z.number().int(), sha256: z.string() }) }, 403: { description: "The signature is wrong or has expired", schema: errorSchema }, 400: refused("A malformed X-Goog-Content-Length-Range, or an upload smaller than it asks"), 409: refused("This upload URL has been used already") } }, async (c) => {
     const length = c.req.header("content-length");
     const stored = await core.uploads.receive({
       objectPath: `uploads/${c.req.param("deployment_id")}/${c.req.param("file")}`,

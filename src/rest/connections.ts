@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { type AgentConnection, type ConnectionService, agentIdSchema, connectionCreateSchema } from "../core/connections.js";
-import { describe, notFound, nullableTimestamp, timestamp } from "./docs.js";
+import { describe, notFound, nullableTimestamp, refused, timestamp } from "./docs.js";
 import { type Env, iso, pathParams, readJson } from "./http.js";
 
 const agentParam = z.object({ agent_id: agentIdSchema });
@@ -40,7 +40,7 @@ export function connectionRoutes(connections: ConnectionService) {
       const { agent_id } = pathParams(c, agentParam);
       return c.json({ data: (await connections.list(c.var.tenant, agent_id)).map(presentConnection) });
     }))
-    .post(BASE, describe({ tag, summary: "Connect an agent to an OAuth token", params: agentParam, body: connectionCreateSchema, idempotent: true, responses: { 201: { description: "The connection", schema: connectionSchema }, 404: notFound } }, async (c) => {
+    .post(BASE, describe({ tag, summary: "Connect an agent to an OAuth token", params: agentParam, body: connectionCreateSchema, idempotent: true, responses: { 201: { description: "The connection", schema: connectionSchema }, 404: notFound, 409: refused("The token is already connected to this agent") } }, async (c) => {
       const { agent_id } = pathParams(c, agentParam);
       const connection = await connections.create(c.var.tenant, agent_id, await readJson(c));
       return c.json(presentConnection(connection), 201);

@@ -8,7 +8,7 @@ import { deploymentSourceConfig, emptySourceRevisionConfig } from "../core/schem
 import { deploymentStatusSchema } from "../core/schemas/source.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 import { deploymentCreateSchema, deploymentUpdateSchema } from "../core/schemas/deployment.js";
-import { describe, jsonObject, notFound, timestamp } from "./docs.js";
+import { describe, jsonObject, notFound, refused, timestamp } from "./docs.js";
 
 const idParam = z.object({ deployment_id: z.uuid() });
 
@@ -81,11 +81,11 @@ export function deploymentRoutes(deployments: DeploymentService) {
       const page = await deployments.list(c.var.tenant, queryParams(c, deploymentListQuerySchema));
       return c.json({ resources: page.resources.map(presentDeployment), offset: page.offset });
     }))
-    .post("/v2/deployments", describe({ tag, summary: "Create a deployment (and its first revision)", body: deploymentCreateSchema, idempotent: true, responses: { 201: { description: "The deployment", schema: deploymentSchema } } }, async (c) => {
+    .post("/v2/deployments", describe({ tag, summary: "Create a deployment (and its first revision)", body: deploymentCreateSchema, idempotent: true, responses: { 201: { description: "The deployment", schema: deploymentSchema }, 400: refused("The source cannot be used here: a build this service cannot run, a self-hosted source without a listener, or an integration or listener not found"), 409: refused("A deployment of that name exists in the workspace") } }, async (c) => {
       const deployment = await deployments.create(c.var.tenant, await readJson(c));
       return c.json(presentDeployment(deployment), 201);
     }))
-    .delete("/v2/deployments", describe({ tag, summary: "Delete several deployments", query: deploymentBulkDeleteQuerySchema, responses: { 200: { description: "All were deleted", schema: bulkDeleted }, 207: { description: "Some were not found: missing_ids names them", schema: bulkDeleted } } }, async (c) => {
+    .delete("/v2/deployments", describe({ tag, summary: "Delete several deployments", query: deploymentBulkDeleteQuerySchema, responses: { 200: { description: "All were deleted", schema: bulkDeleted }, 207: { description: "Some were not found: missing_ids names them", schema: bulkDeleted }, 404: refused("None of the deployment IDs were found") } }, async (c) => {
       const { deployment_ids } = queryParams(c, deploymentBulkDeleteQuerySchema);
       const { deleted, missing } = await deployments.deleteMany(c.var.tenant, deployment_ids);
       return c.json({ deleted_ids: deleted, missing_ids: missing }, missing.length > 0 ? 207 : 200);
@@ -94,7 +94,7 @@ export function deploymentRoutes(deployments: DeploymentService) {
       const { deployment_id } = pathParams(c, idParam);
       return c.json(presentDeployment(await deployments.get(c.var.tenant, deployment_id)));
     }))
-    .patch("/v2/deployments/:deployment_id", describe({ tag, summary: "Update a deployment (a new revision when its source changes)", params: idParam, body: deploymentUpdateSchema, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound } }, async (c) => {
+    .patch("/v2/deployments/:deployment_id", describe({ tag, summary: "Update a deployment (a new revision when its source changes)", params: idParam, body: deploymentUpdateSchema, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("A field that cannot change once created, a source that cannot be used, revision_source on a self-hosted deployment, or a deployment being deleted") } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       return c.json(presentDeployment(await deployments.update(c.var.tenant, deployment_id, await readJson(c))));
     }))

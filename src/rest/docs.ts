@@ -107,7 +107,8 @@ function operation(method: string, path: string, doc: RouteDoc) {
     responses[status] = {
       description: answer.description,
       ...(answer.headers ? { headers: Object.fromEntries(Object.entries(answer.headers).map(([h, d]) => [h, { description: d, schema: { type: "string" } }])) } : {}),
-      ...(answer.schema ? { content: { "application/json": { schema: jsonSchema(answer.schema, "output") } } } : {}),
+      // The error shape is one component, however many answers use it.
+      ...(answer.schema ? { content: { "application/json": { schema: answer.schema === errorSchema ? ERROR_REF : jsonSchema(answer.schema, "output") } } } : {}),
     };
   }
   const errors: Record<string, string> = {};
@@ -119,6 +120,11 @@ function operation(method: string, path: string, doc: RouteDoc) {
   if (doc.body) errors["413"] = "The body is larger than the limit.";
   errors["429"] = "Too many requests (or failed authentications): retry after `Retry-After` seconds.";
   errors["503"] = "The database is unavailable: retry after `Retry-After` seconds.";
+  if (params.includes(IDEMPOTENCY_KEY)) {
+    const stillRunning = "A request with the same Idempotency-Key is still being processed: retry it later.";
+    const own = responses["409"] as { description: string } | undefined;
+    responses["409"] = own ? { ...own, description: `${own.description}; or: ${stillRunning}` } : errorAnswer(stillRunning);
+  }
   for (const [status, description] of Object.entries(errors)) if (!(status in responses)) responses[status] = errorAnswer(description);
   responses.default = errorAnswer("Any other error, in the same shape.");
   return {
@@ -192,6 +198,9 @@ export const jsonObject = z.record(z.string(), z.unknown());
 /** The 404 of a route whose path names something. */
 /** How the answers sent with NO_STORE (http.ts) document it. */
 export const NO_STORE_HEADER = { "Cache-Control": "no-store: the answer carries a credential" };
+
+/** An error answer of the operation's own, in the error shape. */
+export const refused = (description: string): Answer => ({ description, schema: errorSchema });
 
 export const notFound: Answer = { description: "No such object in the caller's workspace", schema: errorSchema };
 

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { type CodehostInstallation, type InstallationService, installationPageSchema, installationRegisterSchema } from "../core/installations.js";
 import { type CodehostRepository, type RepositoryService, repositorySetSchema } from "../core/repositories.js";
-import { describe, notFound } from "./docs.js";
+import { describe, notFound, refused } from "./docs.js";
 import { type Env, pathParams, queryParams, readJson } from "./http.js";
 
 const integrationParam = z.object({ integration_id: z.uuid() });
@@ -57,7 +57,7 @@ export function integrationRoutes(installations: InstallationService, repositori
       const page = await installations.page(c.var.tenant, queryParams(c, installationPageSchema));
       return c.json({ items: page.items.map(presentInstallation), next_cursor: page.nextCursor });
     }))
-    .post(FORGE, describe({ tag, summary: "Register a code-host installation", body: installationRegisterSchema, idempotent: true, responses: { 201: { description: "The installation", schema: installationSchema } } }, async (c) => {
+    .post(FORGE, describe({ tag, summary: "Register a code-host installation", body: installationRegisterSchema, idempotent: true, responses: { 201: { description: "The installation", schema: installationSchema }, 409: refused("This installation is already registered in the workspace") } }, async (c) => {
       const installation = await installations.register(c.var.tenant, await readJson(c));
       return c.json(presentInstallation(installation), 201);
     }))

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { type Listener, type ListenerService, listenerCreateSchema, listenerUpdateSchema } from "../core/listeners.js";
-import { describe, jsonObject, notFound, timestamp } from "./docs.js";
+import { describe, jsonObject, notFound, refused, timestamp } from "./docs.js";
 import { offsetQuery } from "../core/pagination.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 
@@ -36,7 +36,7 @@ export function listenerRoutes(listeners: ListenerService) {
       const page = await listeners.list(c.var.tenant, queryParams(c, listQuery));
       return c.json({ resources: page.resources.map(presentListener), offset: page.offset });
     }))
-    .post("/v2/listeners", describe({ tag, summary: "Create a listener", body: listenerCreateSchema, idempotent: true, responses: { 201: { description: "The listener", schema: listenerSchema } } }, async (c) => {
+    .post("/v2/listeners", describe({ tag, summary: "Create a listener", body: listenerCreateSchema, idempotent: true, responses: { 201: { description: "The listener", schema: listenerSchema }, 409: refused("A listener with this compute_id exists") } }, async (c) => {
       const listener = await listeners.create(c.var.tenant, await readJson(c));
       return c.json(presentListener(listener), 201);
     }))

@@ -4,7 +4,7 @@ import { z } from "zod";
 import type { Core } from "../core/index.js";
 import type { CallbackResult } from "../core/oauth-flows.js";
 import { authenticateSchema, callbackQuerySchema, finalizeSchema, providerSlugSchema, waitQuerySchema } from "../core/schemas/oauth.js";
-import { describe, errorSchema, NO_STORE_HEADER, notFound, nullableTimestamp } from "./docs.js";
+import { describe, NO_STORE_HEADER, notFound, nullableTimestamp, refused } from "./docs.js";
 import { type Env, iso, NO_STORE, pathParams, readJson } from "./http.js";
 
 const providerParam = z.object({ provider_id: providerSlugSchema });
@@ -27,7 +27,10 @@ const setupQuery = callbackQuerySchema.extend({
   setup_action: z.string().optional().describe("The code host's post-installation action"),
   installation_id: z.string().optional().describe("The installation the code host set up"),
 });
-const callbackRefused = { 400: { description: "Unknown, expired or used state; or the provider refused", schema: errorSchema } };
+const callbackRefused = {
+  400: refused("Unknown, expired or used state; or the provider refused"),
+  502: refused("The provider could not be reached at the code exchange, or answered nonsense"),
+};
 
 /**
  * The provider's redirect back to this service, opened by the user's browser: it carries no
@@ -79,7 +82,7 @@ export function oauthFlowRoutes(core: Pick<Core, "oauthFlows">) {
       const { provider_id } = pathParams(c, providerParam);
       return c.json(presentCallback(await flows.finalize(c.var.tenant, provider_id, await readJson(c))));
     }))
-    .get("/v2/auth/wait/:auth_id", describe({ tag, summary: "Wait (long-poll) for a flow to complete", params: authParam, query: waitQuerySchema, responses: { 200: { description: "The flow's status; the token once completed", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "timeout", "not_found"]), token: z.string().nullable() }) } } }, async (c) => {
+    .get("/v2/auth/wait/:auth_id", describe({ tag, summary: "Wait (long-poll) for a flow to complete", params: authParam, query: waitQuerySchema, responses: { 200: { description: "The flow's status; the token once completed", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "timeout", "not_found"]), token: z.string().nullable() }) }, 400: refused("The flow expired or failed: start a new one") } }, async (c) => {
       const { auth_id } = pathParams(c, authParam);
       const result = await flows.wait(c.var.tenant, auth_id, queryOf(c), c.req.raw.signal);
       return c.json({ status: result.status, token: result.accessToken }, 200, NO_STORE);

@@ -4,7 +4,7 @@ import type { Core } from "../core/index.js";
 import type { OAuthProvider } from "../core/oauth-providers.js";
 import type { OAuthToken } from "../core/oauth-tokens.js";
 import { mcpDiscoverSchema, providerCreateSchema, providerSlugSchema, providerUpdateSchema, tokenListQuerySchema, tokenProviderQuerySchema, tokenUpdateSchema } from "../core/schemas/oauth.js";
-import { describe, notFound, nullableTimestamp, timestamp } from "./docs.js";
+import { describe, notFound, nullableTimestamp, refused, timestamp } from "./docs.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 
 const providerParam = z.object({ provider_id: providerSlugSchema });
@@ -86,13 +86,13 @@ export function oauthProviderRoutes(core: Pick<Core, "oauthProviders">) {
     )
     .post(
       "/v2/auth/providers",
-      describe({ tag: providersTag, summary: "Create an OAuth provider", body: providerCreateSchema(false), responses: providerAnswer }, async (c) =>
+      describe({ tag: providersTag, summary: "Create an OAuth provider", body: providerCreateSchema(false), responses: { ...providerAnswer, 409: refused("A provider with this provider_id exists in the workspace") } }, async (c) =>
         c.json(presentProvider(await providers.create(c.var.tenant, await readJson(c)))),
       ),
     )
     .post(
       "/v2/auth/providers/mcp-discover",
-      describe({ tag: providersTag, summary: "Create an OAuth provider by discovering an MCP server's authorization server", body: mcpDiscoverSchema(false), responses: providerAnswer }, async (c) =>
+      describe({ tag: providersTag, summary: "Create an OAuth provider by discovering an MCP server's authorization server", body: mcpDiscoverSchema(false), responses: { ...providerAnswer, 400: refused("The MCP server or its authorization server publishes no usable OAuth metadata"), 409: refused("A provider with this provider_id exists in the workspace"), 502: refused("The MCP server or its authorization server could not be reached, or answered nonsense") } }, async (c) =>
         c.json(presentProvider(await providers.discover(c.var.tenant, await readJson(c), new URL(c.req.url).origin))),
       ),
     )

@@ -6,7 +6,7 @@ import { revisionListQuerySchema, revisionStatusSchema } from "../core/schemas/d
 import { presentDeployment } from "./deployments.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 import { revisionCreateSchema } from "../core/schemas/deployment.js";
-import { describe, errorSchema, jsonObject, notFound, timestamp } from "./docs.js";
+import { describe, jsonObject, notFound, refused, timestamp } from "./docs.js";
 import { deploymentSchema } from "./deployments.js";
 
 const deploymentParam = z.object({ deployment_id: z.uuid() });
@@ -44,7 +44,7 @@ export function revisionRoutes(services: { deployments: DeploymentService; revis
       const page = await revisions.list(c.var.tenant, deployment_id, queryParams(c, revisionListQuerySchema));
       return c.json({ resources: page.resources.map(presentRevision), offset: page.offset });
     }))
-    .post(base, describe({ tag, summary: "Create a revision (deploy)", params: deploymentParam, body: revisionCreateSchema, idempotent: true, responses: { 201: { description: "The revision", schema: revisionSchema }, 404: notFound } }, async (c) => {
+    .post(base, describe({ tag, summary: "Create a revision (deploy)", params: deploymentParam, body: revisionCreateSchema, idempotent: true, responses: { 201: { description: "The revision", schema: revisionSchema }, 404: notFound, 400: refused("The revision cannot be made: a source that cannot be used, or a deployment being deleted") } }, async (c) => {
       const { deployment_id } = pathParams(c, deploymentParam);
       const revision = await deployments.createRevision(c.var.tenant, deployment_id, await readJson(c));
       return c.json(presentRevision(revision), 201);
@@ -53,11 +53,11 @@ export function revisionRoutes(services: { deployments: DeploymentService; revis
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentRevision(await revisions.get(c.var.tenant, deployment_id, revision_id)));
     }))
-    .post(`${base}/:revision_id/redeploy`, describe({ tag, summary: "Redeploy a revision", params: revisionParams, idempotent: true, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound } }, async (c) => {
+    .post(`${base}/:revision_id/redeploy`, describe({ tag, summary: "Redeploy a revision", params: revisionParams, idempotent: true, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("The revision cannot be redeployed: its source cannot be used now, or the deployment is being deleted") } }, async (c) => {
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentDeployment(await deployments.redeploy(c.var.tenant, deployment_id, revision_id)));
     }))
-    .post(`${base}/:revision_id/interrupt`, describe({ tag, summary: "Interrupt a revision in progress", params: revisionParams, idempotent: true, responses: { 200: { description: "The revision", schema: revisionSchema }, 404: notFound, 409: { description: "The revision has ended already", schema: errorSchema } } }, async (c) => {
+    .post(`${base}/:revision_id/interrupt`, describe({ tag, summary: "Interrupt a revision in progress", params: revisionParams, idempotent: true, responses: { 200: { description: "The revision", schema: revisionSchema }, 404: notFound, 400: refused("The revision has ended already") } }, async (c) => {
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentRevision(await revisions.interrupt(c.var.tenant, deployment_id, revision_id)));
     }));

@@ -41,9 +41,17 @@ export function operationOf(method: string, pathname: string): { template: strin
 }
 
 /**
+ * The errors an operation answers for reasons of its own (a bad request, a missing object, a
+ * conflict, a provider that failed), which a client handles one by one: each must be documented. The
+ * others (401, 403, 413, 422, 429, 503: documented on every operation they apply to) and any error
+ * yet unforeseen fall to `default`.
+ */
+const OWN_STATUSES = new Set([400, 404, 409, 410, 502]);
+
+/**
  * Why this answer does not match the document, or null when it does. Only JSON answers are checked
- * (an event stream, an HTML page, an asset have no JSON schema); an undocumented status falls to the
- * operation's `default` (the error shape), and a success status must be documented.
+ * (an event stream, an HTML page, an asset have no JSON schema); a success status and an error of
+ * OWN_STATUSES must be documented, any other error falls to the operation's `default` (the error shape).
  */
 export function contractViolation(method: string, pathname: string, status: number, contentType: string | null, text: string): string | null {
   const found = operationOf(method, pathname);
@@ -51,7 +59,7 @@ export function contractViolation(method: string, pathname: string, status: numb
   const { template, op } = found;
   const where = `${method} ${template} -> ${status}`;
   const documented = op.responses[String(status)];
-  if (!documented && status < 400) return `${where}: status not documented`;
+  if (!documented && (status < 400 || OWN_STATUSES.has(status))) return `${where}: status not documented`;
   const answer = documented ?? op.responses.default;
   const schema = answer?.content?.["application/json"]?.schema;
   if (!schema) {
