@@ -106,7 +106,8 @@ export function toFastApiIssue(issue: z.core.$ZodIssue, location: Location): Val
       return { ...base, ...typeMismatch(issue.expected) };
     }
     case "invalid_format": {
-      if (issue.format === "uuid") {
+      // Ids are z.guid(): any 8-4-4-4-12 hex UUID, of any version or variant, as pydantic and PostgreSQL take them.
+      if (issue.format === "uuid" || issue.format === "guid") {
         return { ...base, type: "uuid_parsing", msg: "Input should be a valid UUID, invalid character or length" };
       }
       if (issue.format === "regex") {

@@ -5,7 +5,7 @@ import type { Core } from "../core/index.js";
 import { type Env, iso, NO_STORE, pathParams } from "./http.js";
 import { describe, errorSchema, NO_STORE_HEADER, notFound, refused, timestamp } from "./docs.js";
 
-const idParam = z.object({ deployment_id: z.uuid() });
+const idParam = z.object({ deployment_id: z.guid() });
 
 const tag = "Builds";
 const registryQuery = z.object({

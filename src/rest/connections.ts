@@ -5,7 +5,7 @@ import { describe, notFound, nullableTimestamp, refused, timestamp } from "./doc
 import { type Env, iso, pathParams, readJson } from "./http.js";
 
 const agentParam = z.object({ agent_id: agentIdSchema });
-const connectionParam = z.object({ agent_id: agentIdSchema, connection_id: z.uuid() });
+const connectionParam = z.object({ agent_id: agentIdSchema, connection_id: z.guid() });
 
 const BASE = "/v2/auth/agents/:agent_id/connections";
 

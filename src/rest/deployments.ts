@@ -10,7 +10,7 @@ import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 import { deploymentCreateSchema, deploymentUpdateSchema } from "../core/schemas/deployment.js";
 import { describe, jsonObject, notFound, refused, timestamp } from "./docs.js";
 
-const idParam = z.object({ deployment_id: z.uuid() });
+const idParam = z.object({ deployment_id: z.guid() });
 
 /** SPEC.md's Deployment (list item); source_revision_config is the latest revision's. */
 export const presentDeployment = (d: DeploymentWithLatestConfig) => ({

@@ -5,7 +5,7 @@ import { type CodehostRepository, type RepositoryService, repositorySetSchema } 
 import { describe, notFound, refused } from "./docs.js";
 import { type Env, pathParams, queryParams, readJson } from "./http.js";
 
-const integrationParam = z.object({ integration_id: z.uuid() });
+const integrationParam = z.object({ integration_id: z.guid() });
 
 const FORGE = "/v2/integrations/forge-codehost/installations";
 

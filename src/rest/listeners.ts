@@ -5,7 +5,7 @@ import { describe, jsonObject, notFound, refused, timestamp } from "./docs.js";
 import { offsetQuery } from "../core/pagination.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 
-const idParam = z.object({ listener_id: z.uuid() });
+const idParam = z.object({ listener_id: z.guid() });
 const listQuery = z.object(offsetQuery);
 
 export const presentListener = (l: Listener) => ({

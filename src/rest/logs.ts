@@ -6,8 +6,8 @@ import { describe, notFound, timestamp } from "./docs.js";
 import { type Env, pathParams, readJson } from "./http.js";
 import { isoString } from "../time.js";
 
-const deploymentParam = z.object({ deployment_id: z.uuid() });
-const revisionParams = z.object({ deployment_id: z.uuid(), revision_id: z.uuid() });
+const deploymentParam = z.object({ deployment_id: z.guid() });
+const revisionParams = z.object({ deployment_id: z.guid(), revision_id: z.guid() });
 
 /** COMPAT.md's log entry: timestamps as ISO 8601 strings (the official tool reads them or epoch ms). */
 export const presentLogLine = (l: LogLine) => ({ id: l.id, timestamp: isoString(l.timestamp), level: l.level, message: l.message });

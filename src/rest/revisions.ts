@@ -9,8 +9,8 @@ import { revisionCreateSchema } from "../core/schemas/deployment.js";
 import { describe, jsonObject, notFound, refused, timestamp } from "./docs.js";
 import { deploymentSchema } from "./deployments.js";
 
-const deploymentParam = z.object({ deployment_id: z.uuid() });
-const revisionParams = z.object({ deployment_id: z.uuid(), revision_id: z.uuid() });
+const deploymentParam = z.object({ deployment_id: z.guid() });
+const revisionParams = z.object({ deployment_id: z.guid(), revision_id: z.guid() });
 
 /** SPEC.md's Revision. */
 export const presentRevision = (r: Revision) => ({

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { listenerBody } from "../support/fixtures.js";
+import { ANY_UUID, listenerBody } from "../support/fixtures.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -98,6 +98,7 @@ describe("GET /v2/deployments filters", () => {
     expect(names(await list(`deployment_ids=${ids.alpha},${ids["beta-two"]}`))).toEqual(["beta-two", "alpha"]);
     expect(names(await list(`deployment_ids=${ids.alpha}&deployment_ids=${ids["self-hosted"]}`))).toEqual(["self-hosted", "alpha"]);
     expect(names(await list(`deployment_ids=${randomUUID()}`))).toEqual([]);
+    expect(names(await list(`deployment_ids=${ANY_UUID}`))).toEqual([]);
   });
 
   it("url", async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import type { DomainEvent } from "../../src/events/types.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { listenerBody } from "../support/fixtures.js";
+import { ANY_UUID, listenerBody } from "../support/fixtures.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -160,9 +160,9 @@ describe("POST /v2/deployments", () => {
   it("treats another workspace's installation, or an unknown one, as missing (400)", async () => {
     const other = await t.workspace();
     const foreign = await installation(other.workspaceId);
-    for (const id of [foreign.id, randomUUID()]) {
+    for (const id of [foreign.id, randomUUID(), ANY_UUID]) {
       const res = await post({
-        name: `repo-${id.slice(0, 6)}`,
+        name: `repo-${id.slice(0, 6)}-${randomUUID().slice(0, 4)}`,
         source: "codehost",
         source_config: { integration_id: id, repo_url: "https://forge.example/a/b" },
         source_revision_config: { framework_config_path: "agent.json" },
@@ -346,11 +346,12 @@ describe("secrets", () => {
 });
 
 describe("GET /v2/deployments/{deployment_id}", () => {
-  it("answers 404 for an unknown id and 422 for a non-UUID", async () => {
-    const id = randomUUID();
-    const missing = await t.request("GET", `/v2/deployments/${id}`, { key: ws.apiKey });
-    expect(missing.status).toBe(404);
-    expect(missing.body).toEqual({ detail: `Deployment ID ${id} not found.` });
+  it("answers 404 for an unknown id (a UUID of any version or variant) and 422 for a non-UUID", async () => {
+    for (const id of [randomUUID(), ANY_UUID]) {
+      const missing = await t.request("GET", `/v2/deployments/${id}`, { key: ws.apiKey });
+      expect(missing.status).toBe(404);
+      expect(missing.body).toEqual({ detail: `Deployment ID ${id} not found.` });
+    }
     const bad = await t.request("GET", "/v2/deployments/abc", { key: ws.apiKey });
     expect(bad.status).toBe(422);
     expect(bad.body).toEqual({

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { ANY_UUID } from "../support/fixtures.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -118,6 +119,7 @@ describe("listeners", () => {
       const res = await t.request(method, `/v2/listeners/${id}`, { key: intruder.apiKey, body: payload });
       expect(res.status, method).toBe(404);
     }
+    expect((await t.request("GET", `/v2/listeners/${ANY_UUID}`, { key: ws.apiKey })).body).toEqual({ detail: `Listener ID ${ANY_UUID} not found.` });
     const list = await t.request("GET", "/v2/listeners", { key: intruder.apiKey });
     expect(list.body.resources).toEqual([]);
     const still = await t.request("GET", `/v2/listeners/${id}`, { key: ws.apiKey });

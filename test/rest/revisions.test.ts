@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import type { DomainEvent } from "../../src/events/types.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { listenerBody } from "../support/fixtures.js";
+import { ANY_UUID, listenerBody } from "../support/fixtures.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -113,10 +113,11 @@ describe("GET /v2/deployments/{id}/revisions/{revision_id}", () => {
 
   it("answers 404 for an unknown revision or one of another deployment, and 422 for a non-UUID", async () => {
     const [a, b] = [await create(), await create()];
-    const unknown = randomUUID();
-    const missing = await get(`${revisionsPath(a.id)}/${unknown}`);
-    expect(missing.status).toBe(404);
-    expect(missing.body).toEqual({ detail: `Revision ID ${unknown} not found.` });
+    for (const unknown of [randomUUID(), ANY_UUID]) {
+      const missing = await get(`${revisionsPath(a.id)}/${unknown}`);
+      expect(missing.status).toBe(404);
+      expect(missing.body).toEqual({ detail: `Revision ID ${unknown} not found.` });
+    }
     const crossed = await get(`${revisionsPath(a.id)}/${b.latest_revision_id}`);
     expect(crossed.status).toBe(404);
     expect(crossed.body).toEqual({ detail: `Revision ID ${b.latest_revision_id} not found.` });

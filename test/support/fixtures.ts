@@ -9,6 +9,12 @@ import type { TestApp, TestResponse } from "./app.js";
 
 type Fields = Record<string, unknown>;
 
+/**
+ * A well-formed UUID of no RFC 9562 version or variant: pydantic (the reference service) and
+ * PostgreSQL take it as a UUID, so an id like it is looked up (404), not refused (422).
+ */
+export const ANY_UUID = "12345678-1234-1234-1234-123456789012";
+
 /** A listener body the API accepts: a k8s cluster with a unique compute_id. */
 export const listenerBody = (overrides: Fields = {}): Fields => ({
   compute_type: "k8s",

@@ -54,10 +54,10 @@ export const deploymentFilterSchema = z.object({
   /** A plain string, as in the real API: a status no deployment has matches nothing. */
   status: z.string().min(1).max(64).optional(),
   remote_reconciled: z.boolean().optional(),
-  tag_value_ids: z.array(z.uuid()).max(100).optional(),
+  tag_value_ids: z.array(z.guid()).max(100).optional(),
   image_version: z.string().min(1).max(128).optional(),
   deployment_type: deploymentTypeSchema.optional(),
-  deployment_ids: z.array(z.uuid()).max(100).optional(),
+  deployment_ids: z.array(z.guid()).max(100).optional(),
   url: z.string().min(1).max(2048).optional(),
   agent_id: agentIdSchema.optional(),
   agent_environment: agentEnvironmentSchema.optional(),
@@ -69,14 +69,14 @@ export const deploymentListQuerySchema = emptyFiltersUnset(
   deploymentFilterSchema.extend({
     ...offsetQuery,
     remote_reconciled: queryBool.optional(),
-    tag_value_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).max(100).optional()),
-    deployment_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).max(100).optional()),
+    tag_value_ids: commaList(z.guid()).pipe(z.array(z.guid()).max(100).optional()),
+    deployment_ids: commaList(z.guid()).pipe(z.array(z.guid()).max(100).optional()),
   }),
 );
 
 /** DELETE /v2/deployments?deployment_ids=a&deployment_ids=b (or a,b): 1 to 100 ids. */
 export const deploymentBulkDeleteQuerySchema = z.object({
-  deployment_ids: commaList(z.uuid()).pipe(z.array(z.uuid()).min(1).max(100)),
+  deployment_ids: commaList(z.guid()).pipe(z.array(z.guid()).min(1).max(100)),
 });
 
 /** DELETE /v2/deployments/{id}: `delete_tracing_project` must be a boolean (there is no tracing project to delete here). */

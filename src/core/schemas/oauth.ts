@@ -69,7 +69,7 @@ export const authenticateSchema = z.object({
   scopes: z.array(scopeSchema).max(100),
   use_agent_builder_public_oauth: z.boolean().default(false),
   force_new: z.boolean().default(false),
-  token_id: z.uuid().nullish(),
+  token_id: z.guid().nullish(),
   is_default: z.boolean().default(true),
 });
 export type AuthenticateInput = z.output<typeof authenticateSchema>;

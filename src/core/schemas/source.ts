@@ -26,12 +26,12 @@ const text = (max: number) => z.string().min(1).max(max);
 
 /** Source config as clients send it: every field nullable, validated per source by source-rules.ts. */
 export const sourceConfigSchema = z.object({
-  integration_id: z.uuid().nullish(),
+  integration_id: z.guid().nullish(),
   repo_url: text(2048).nullish(),
   build_on_push: z.boolean().nullish(),
   custom_url: z.url({ protocol: /^https?$/ }).max(2048).nullish(),
   resource_spec: resourceSpecSchema.nullish(),
-  listener_id: z.uuid().nullish(),
+  listener_id: z.guid().nullish(),
   listener_config: z.object({ k8s_namespace: text(63).nullish() }).nullish(),
   install_command: text(4096).nullish(),
   build_command: text(4096).nullish(),
