@@ -95,18 +95,20 @@ export class Wakeup {
 }
 
 /**
- * One live view of one object, shared by every local subscriber of it: one bus subscription, one
- * read per change, one re-check timer, whatever the number of subscribers. A subclass reads the
- * object's state (load), then what changed after each wake-up (step), and publishes it; a subscriber
- * joining later starts from `current`, the last state published (or what greet() gives it, told
- * `J`, what the subscriber asked for).
+ * One live view of one object, shared by every local subscriber of it: one bus subscription per
+ * topic it follows, one read per change, one re-check timer, whatever the number of subscribers. A
+ * subclass reads the object's state (load), then what changed after each wake-up (step), and
+ * publishes it; a subscriber joining later starts from `current`, the last state published (or what
+ * greet() gives it, told `J`, what the subscriber asked for).
  */
 export abstract class Feed<T, J = void> {
   private readonly channels = new Set<Channel<T>>();
   /** Subscribers joined or still waiting for the first read: the feed lives while there are any. */
   private holds = 0;
   private readonly wakeup: Wakeup;
-  private unsubscribe: Unsubscribe | null = null;
+  private readonly unsubscribes: Unsubscribe[] = [];
+  private bus: EventBus | null = null;
+  private workspaceId = "";
   private ready: Promise<void> | null = null;
   private failure: unknown = null;
   /** What a subscriber joining now receives first; undefined: nothing until the next change. */
@@ -125,19 +127,32 @@ export abstract class Feed<T, J = void> {
   protected abstract load(): Promise<void>;
   /** After each wake-up: reads what changed and publishes it. */
   protected abstract step(): Promise<void>;
-  /** Each bus event of the feed's topic and workspace, as it arrives (before the wake-up). */
+  /** Each bus event of the feed's topics and workspace, as it arrives (before the wake-up). */
   protected received(_event: DomainEvent): void {}
 
   /** Subscribes to the bus, then reads; call once. Events arriving during the read are stepped after it. */
   open(bus: EventBus, topic: string, workspaceId: string): void {
+    this.bus = bus;
+    this.workspaceId = workspaceId;
+    this.follow(topic);
+    this.ready = this.load();
+    void this.run();
+  }
+
+  /**
+   * Also wakes on (and is told of) the events of `topic`: for an object the feed's own depends on,
+   * such as a revision's deployment. Called from load() before that object is read, nothing is missed.
+   */
+  protected follow(topic: string): void {
+    if (!this.bus || this.ended) return;
+    const workspaceId = this.workspaceId;
     // Topics are per object id; the workspace check makes tenancy explicit rather than implied.
-    this.unsubscribe = bus.subscribe(topic, (event) => {
+    const unsubscribe = this.bus.subscribe(topic, (event) => {
       if (event.workspaceId !== workspaceId) return;
       this.received(event);
       this.wakeup.ring();
     });
-    this.ready = this.load();
-    void this.run();
+    this.unsubscribes.push(unsubscribe);
   }
 
   /** A new subscriber: after the first read, it receives the current state, then every later change. */
@@ -205,7 +220,7 @@ export abstract class Feed<T, J = void> {
   private close(): void {
     if (this.ended) return;
     this.ended = true;
-    this.unsubscribe?.();
+    for (const unsubscribe of this.unsubscribes.splice(0)) unsubscribe();
     this.wakeup.ring();
     this.forget();
   }

@@ -36,6 +36,10 @@ export interface DeploymentStatusChange {
 }
 
 const RECHECK_MS = 10_000;
+/** A deployment's status while it is being deleted: nothing of it or its revisions changes again. */
+const DELETING = "AWAITING_DELETE";
+
+const isDeletion = (event: DomainEvent) => event.type === "deployment.status" && event.status === DELETING;
 
 /**
  * Live views for subscriptions, tenant-scoped like every core read: an id the tenant cannot see is
@@ -56,13 +60,16 @@ export class Watcher {
     this.batch = new BatchReads(deps);
   }
 
-  /** First the current status, then every status change in order; ends after a terminal status. */
+  /**
+   * First the current status, then every status change in order; ends after a terminal status, or
+   * once its deployment is being deleted (its rows go with the deployment's; no terminal status comes).
+   */
   revisionStatus(tenant: Tenant, revisionId: string): Promise<AsyncIterableIterator<RevisionStatusChange>> {
     const id = revisionId.toLowerCase();
     return this.join(tenant, topics.revision(id), (forget) => new RevisionFeed(this.batch, tenant, id, forget));
   }
 
-  /** Each new revision of the deployment and each status change of its revisions. */
+  /** Each new revision of the deployment and each status change of its revisions; ends once it is being deleted. */
   deploymentRevisions(tenant: Tenant, deploymentId: string): Promise<AsyncIterableIterator<DeploymentRevisionChange>> {
     const id = deploymentId.toLowerCase();
     return this.join(tenant, topics.deploymentRevisions(id), (forget) => new DeploymentRevisionsFeed(this.batch, tenant, id, forget));
@@ -123,34 +130,59 @@ abstract class ObjectFeed<T> extends Feed<T> {
   }
 }
 
-/** A revision's status: its event log is the truth, read past the last entry seen. */
+/**
+ * A revision's status: its event log is the truth, read past the last entry seen. Its deployment's
+ * status is followed too: a deployment being deleted takes its revisions' rows with it, so no
+ * terminal status will come, and the feed ends there.
+ */
 class RevisionFeed extends ObjectFeed<RevisionStatusChange> {
   private lastId: bigint | null = null;
+  private deploymentId = "";
+  /** Its deployment is being deleted (told by the bus, or read). */
+  private deleting = false;
+
+  protected override received(event: DomainEvent): void {
+    if (isDeletion(event)) this.deleting = true;
+  }
 
   protected async load(): Promise<void> {
     const [revision] = await this.batch.revisionsByIds(this.tenant, [this.id]);
     if (!revision) throw notFound("Revision", this.id);
+    this.deploymentId = revision.deploymentId;
+    // Followed before it is read: a deletion is either read here or told later.
+    this.follow(topics.deploymentStatus(revision.deploymentId));
+    const [entries, deleting] = await Promise.all([
+      this.batch.eventsSince(this.tenant, revision.id, null),
+      beingDeleted(this.batch, this.tenant, revision.deploymentId),
+    ]);
     // The log's newest entry is the current status, and later entries are changes.
-    const last = (await this.batch.eventsSince(this.tenant, revision.id, null)).at(-1);
+    const last = entries.at(-1);
     this.lastId = last?.id ?? null;
     const current = last
       ? change(revision, last)
       : { revision, status: revision.status as RevisionStatus, previousStatus: null, message: revision.statusMessage, at: revision.updatedAt };
     this.publish(current, true);
-    if (isTerminal(current.status)) this.finish();
+    if (isTerminal(current.status) || deleting) this.finish();
   }
 
   protected async step(): Promise<void> {
+    // Told before this read: any change made before the deletion is among the entries read.
+    const deleting = this.deleting;
     const entries = await this.batch.eventsSince(this.tenant, this.id, this.lastId);
-    if (entries.length === 0) return;
-    const [revision] = await this.batch.revisionsByIds(this.tenant, [this.id]);
-    if (!revision) return this.finish();
-    for (const entry of entries) {
-      this.lastId = entry.id;
-      const next = change(revision, entry);
-      this.publish(next, true);
-      if (isTerminal(next.status)) return this.finish();
+    if (entries.length > 0) {
+      const [revision] = await this.batch.revisionsByIds(this.tenant, [this.id]);
+      if (!revision) return this.finish();
+      for (const entry of entries) {
+        this.lastId = entry.id;
+        const next = change(revision, entry);
+        this.publish(next, true);
+        if (isTerminal(next.status)) return this.finish();
+      }
     }
+    if (deleting) return this.finish();
+    // Woken with nothing new (the re-check, or another status of the deployment): a deletion whose
+    // notification was lost ends the feed as well.
+    if (entries.length === 0 && (await beingDeleted(this.batch, this.tenant, this.deploymentId))) this.finish();
   }
 }
 
@@ -175,7 +207,7 @@ class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
     const deployment = await requireDeployment(this.batch, this.tenant, this.id);
     this.status = deployment.status;
     this.publish({ deploymentId: deployment.id, deployment, status: this.status }, true);
-    if (this.status === "AWAITING_DELETE") this.finish();
+    if (this.status === DELETING) this.finish();
   }
 
   protected async step(): Promise<void> {
@@ -186,27 +218,43 @@ class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
       if (next === this.status) continue;
       this.status = next;
       this.publish({ deploymentId: this.id, deployment: now ?? null, status: next }, true);
-      if (next === "AWAITING_DELETE") return this.finish();
+      if (next === DELETING) return this.finish();
     }
     if (!now) this.finish();
   }
 }
 
-/** New revisions of a deployment and its revisions' status changes; nothing is sent on joining. */
+/**
+ * New revisions of a deployment and its revisions' status changes; nothing is sent on joining. Ends
+ * once the deployment is being deleted: its revisions go with it.
+ */
 class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
   private pending: Extract<DomainEvent, { revisionId: string }>[] = [];
+  /** The deployment is being deleted (told by the bus). */
+  private deleting = false;
 
   protected override received(event: DomainEvent): void {
     if (event.type === "revision.status" || event.type === "deployment.revisions") this.pending.push(event);
+    else if (isDeletion(event)) this.deleting = true;
   }
 
   protected async load(): Promise<void> {
-    await requireDeployment(this.batch, this.tenant, this.id);
+    // Followed before it is read: a deletion is either read here or told later.
+    this.follow(topics.deploymentStatus(this.id));
+    const deployment = await requireDeployment(this.batch, this.tenant, this.id);
+    if (deployment.status === DELETING) this.finish();
   }
 
   protected async step(): Promise<void> {
+    // Told before these reads: any change made before the deletion is among the events taken.
+    const deleting = this.deleting;
     const events = this.pending.splice(0);
-    if (events.length === 0) return;
+    if (events.length === 0) {
+      // The deletion told; or the re-check (or another status of the deployment), which catches a
+      // deletion whose notification was lost.
+      if (deleting || (await beingDeleted(this.batch, this.tenant, this.id))) this.finish();
+      return;
+    }
     // Who was subscribed when these events came: a later subscriber sees only later events.
     const audience = this.audience();
     const [[deployment], revisions] = await Promise.all([
@@ -220,6 +268,7 @@ class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
       const value: DeploymentRevisionChange = { deployment, revision, kind: event.type === "deployment.revisions" ? "created" : "status" };
       for (const channel of audience) channel.push(value);
     });
+    if (deleting || deployment.status === DELETING) this.finish();
   }
 }
 
@@ -227,4 +276,10 @@ async function requireDeployment(batch: BatchReads, tenant: Tenant, deploymentId
   const [deployment] = await batch.deploymentsByIds(tenant, [deploymentId]);
   if (!deployment) throw notFound("Deployment", deploymentId);
   return deployment;
+}
+
+/** Whether the deployment is being deleted or gone (with its revisions). */
+async function beingDeleted(batch: BatchReads, tenant: Tenant, deploymentId: string): Promise<boolean> {
+  const [deployment] = await batch.deploymentsByIds(tenant, [deploymentId]);
+  return !deployment || deployment.status === DELETING;
 }

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
 import { subscribeSse, subscribeWs, wsClient } from "./live.js";
-import { createDeployment, gqlOk } from "./support.js";
+import { createDeployment, gqlOk, restId } from "./support.js";
 import { waitFor } from "../support/wait.js";
 
 const FULL_RUN = ["CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING", "DEPLOYED"];
@@ -122,6 +122,71 @@ describe("deploymentRevisionsChanged", () => {
       expect(all.filter((c) => c.revision.id === second && c.kind === "STATUS_CHANGED").length).toBeGreaterThanOrEqual(FULL_RUN.length - 2);
     } finally {
       await client.dispose();
+    }
+  });
+});
+
+describe("a deployment being deleted", () => {
+  const DELETE = /* GraphQL */ `mutation($id: ID!) { deploymentDelete(id: $id) { deletedDeploymentId userErrors { code } } }`;
+  const CREATE_REVISION = /* GraphQL */ `mutation($d: ID!) { revisionCreate(deploymentId: $d, input: {}) { revision { id } } }`;
+
+  it("ends revisionStatusChanged and deploymentRevisionsChanged, over graphql-ws and SSE: its revisions change no more", async () => {
+    // No pipeline: the revision would stay CREATING for ever, and no terminal status can end its stream.
+    await t.app.worker!.stop();
+    const d = await createDeployment(t, ws.apiKey);
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const revisions = subscribeWs(client, DEPLOYMENT_REVISIONS, { id: d.id });
+      const revisionsSse = subscribeSse(t, ws.apiKey, DEPLOYMENT_REVISIONS, { id: d.id });
+      // They send nothing on joining: a new revision they tell of shows both are in place (one made
+      // before they were is not told; another is made then).
+      let latest = d.revisionId;
+      const told = () => [revisions, revisionsSse].every((s) => s.messages.some((m) => m.data?.deploymentRevisionsChanged?.kind === "CREATED"));
+      await waitFor(
+        async () => {
+          if (told()) return true;
+          latest = (await gqlOk(t, ws.apiKey, CREATE_REVISION, { d: d.id })).revisionCreate.revision.id;
+          return false;
+        },
+        Boolean,
+        { intervalMs: 200, what: "deploymentRevisionsChanged in place over graphql-ws and SSE" },
+      );
+      const revision = subscribeWs(client, REVISION_STATUS, { id: latest });
+      const revisionSse = subscribeSse(t, ws.apiKey, REVISION_STATUS, { id: latest });
+      const deployment = subscribeWs(client, DEPLOYMENT_STATUS, { id: d.id });
+      await waitFor(() => [revision, revisionSse, deployment].every((s) => s.messages.length === 1), Boolean, { what: "the current statuses" });
+
+      const deleted = await gqlOk(t, ws.apiKey, DELETE, { id: d.id });
+      expect(deleted.deploymentDelete).toEqual({ deletedDeploymentId: d.id, userErrors: [] });
+      // Every stream completes, none with an error.
+      await Promise.all([revision.done, revisionSse.done, revisions.done, revisionsSse.done, deployment.done]);
+      expect(statuses(revision.messages)).toEqual(["CREATING"]);
+      expect(statuses(revisionSse.messages)).toEqual(["CREATING"]);
+      for (const m of [...revisions.messages, ...revisionsSse.messages]) expect(m.errors).toBeUndefined();
+      expect(deployment.messages.at(-1)!.data.deploymentStatusChanged).toMatchObject({ deploymentId: d.id, status: "AWAITING_DELETE" });
+    } finally {
+      await client.dispose();
+      t.app.worker!.start();
+    }
+  });
+
+  it("a subscriber that comes while the deletion is under way gets the current status, then the end", async () => {
+    await t.app.worker!.stop();
+    const d = await createDeployment(t, ws.apiKey);
+    // As markDeleting leaves it, before the rows go.
+    await t.app.db.prisma.deployment.update({ where: { id: restId(d.id) }, data: { status: "AWAITING_DELETE" } });
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const revision = subscribeWs(client, REVISION_STATUS, { id: d.revisionId });
+      const revisionSse = subscribeSse(t, ws.apiKey, REVISION_STATUS, { id: d.revisionId });
+      const revisions = subscribeWs(client, DEPLOYMENT_REVISIONS, { id: d.id });
+      await Promise.all([revision.done, revisionSse.done, revisions.done]);
+      expect(statuses(revision.messages)).toEqual(["CREATING"]);
+      expect(statuses(revisionSse.messages)).toEqual(["CREATING"]);
+      expect(revisions.messages).toEqual([]);
+    } finally {
+      await client.dispose();
+      t.app.worker!.start();
     }
   });
 });

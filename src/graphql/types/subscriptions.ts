@@ -50,14 +50,14 @@ const fresh = <T>(change: T, ctx: GraphQLContext) => {
 builder.subscriptionFields((t) => ({
   revisionStatusChanged: t.field({
     type: RevisionStatusChangeRef,
-    description: "The revision's current status, then every change until a terminal status (DEPLOYED, a FAILED status, SKIPPED or INTERRUPTED), then completes.",
+    description: "The revision's current status, then every change until a terminal status (DEPLOYED, a FAILED status, SKIPPED or INTERRUPTED), then completes; completes as well once its deployment is being deleted (the revision is deleted with it).",
     args: { revisionId: t.arg.id({ required: true }) },
     subscribe: (_root, { revisionId }, ctx) => ctx.core.watch.revisionStatus(ctx.tenant, requireId(revisionId, "Revision")),
     resolve: (change, _args, ctx) => fresh(change, ctx),
   }),
   deploymentRevisionsChanged: t.field({
     type: DeploymentRevisionsChangeRef,
-    description: "Each new revision of the deployment and each status change of its revisions.",
+    description: "Each new revision of the deployment and each status change of its revisions; completes once the deployment is being deleted.",
     args: { deploymentId: t.arg.id({ required: true }) },
     subscribe: (_root, { deploymentId }, ctx) => ctx.core.watch.deploymentRevisions(ctx.tenant, requireId(deploymentId, "Deployment")),
     resolve: (change, _args, ctx) => fresh(change, ctx),
