@@ -119,7 +119,10 @@ describe("instants clients send", () => {
     }
     expect(parseInstant(at)?.getTime()).toBe(at);
     expect(parseInstant("2026-03-08")?.getTime()).toBe(Date.UTC(2026, 2, 8));
-    for (const bad of ["2026-13-01T00:00:00Z", "2026-02-29T00:00:00Z", "2026-03-08T24:00:00Z", "2026-03-08T00:00:00+25:00", "now", ""]) {
+    // Years below 100 are those years (Date.UTC alone would take 0050 for 1950); there is no year 0, as in Python.
+    expect(parseInstant("0050-01-01T00:00:00Z")?.toISOString()).toBe("0050-01-01T00:00:00.000Z");
+    expect(parseInstant("0001-01-01")?.toISOString()).toBe("0001-01-01T00:00:00.000Z");
+    for (const bad of ["2026-13-01T00:00:00Z", "2026-02-29T00:00:00Z", "2026-03-08T24:00:00Z", "2026-03-08T00:00:00+25:00", "0000-01-01T00:00:00Z", "now", ""]) {
       expect(parseInstant(bad), bad).toBeNull();
     }
   });

@@ -46,10 +46,13 @@ export function parseInstant(value: string | number | Date): Date | null {
   if (!m) return null;
   const [, y, mo, d, h = "0", mi = "0", s = "0", fraction = "", zone = "Z"] = m;
   const ms = Number(fraction.slice(0, 3).padEnd(3, "0"));
-  const utc = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s), ms);
-  const date = new Date(utc);
-  // Date.UTC rolls 2026-02-30 over into March: refuse what does not name a real date and time.
-  if (date.getUTCDate() !== Number(d) || date.getUTCMonth() !== Number(mo) - 1 || Number(h) > 23 || Number(mi) > 59 || Number(s) > 59) {
+  // setUTCFullYear, unlike Date.UTC, takes years below 100 as they are (0050, not 1950).
+  const date = new Date(0);
+  date.setUTCFullYear(Number(y), Number(mo) - 1, Number(d));
+  date.setUTCHours(Number(h), Number(mi), Number(s), ms);
+  const utc = date.getTime();
+  // 2026-02-30 rolls over into March: refuse what does not name a real date and time (nor year 0, as Python has none).
+  if (Number(y) === 0 || date.getUTCDate() !== Number(d) || date.getUTCMonth() !== Number(mo) - 1 || Number(h) > 23 || Number(mi) > 59 || Number(s) > 59) {
     return null;
   }
   if (zone === "Z" || zone === "z") return date;
