@@ -1,7 +1,14 @@
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { agentSchema } from "../../src/core/schemas/agent.js";
-import { deploymentListQuerySchema, revisionListQuerySchema } from "../../src/core/schemas/deployment.js";
-import { resourceSpecSchema } from "../../src/core/schemas/resource-spec.js";
+import {
+  deploymentCreateSchema,
+  deploymentListQuerySchema,
+  deploymentUpdateSchema,
+  revisionCreateSchema,
+  revisionListQuerySchema,
+} from "../../src/core/schemas/deployment.js";
+import { MAX_INT32, resourceSpecSchema } from "../../src/core/schemas/resource-spec.js";
 import { secretReferencesSchema, secretsSchema } from "../../src/core/schemas/secrets.js";
 import { emptySourceConfig, emptySourceRevisionConfig, overlay, sameJson, servingUrl } from "../../src/core/schemas/source-config.js";
 import { fixedFieldIssues, listenerRequired, sourceRuleIssues } from "../../src/core/schemas/source-rules.js";
@@ -82,6 +89,24 @@ describe("resourceSpecSchema", () => {
       "volume_mounts.0.mountPath",
       "volumes.0.name",
     ]);
+  });
+
+  it("bounds every whole number a deployment body takes to GraphQL's Int (32-bit), which shows it back", () => {
+    const unbounded: string[] = [];
+    const walk = (node: unknown, path: string): void => {
+      if (Array.isArray(node)) return node.forEach((item, i) => walk(item, `${path}[${i}]`));
+      if (typeof node !== "object" || node === null) return;
+      const o = node as Record<string, unknown>;
+      if (o.type === "integer" && !(Number(o.minimum) >= -MAX_INT32 - 1 && Number(o.maximum) <= MAX_INT32)) unbounded.push(`${path} [${o.minimum}, ${o.maximum}]`);
+      for (const [key, value] of Object.entries(o)) walk(value, `${path}.${key}`);
+    };
+    for (const [name, schema] of Object.entries({ deploymentCreateSchema, deploymentUpdateSchema, revisionCreateSchema })) {
+      walk(z.toJSONSchema(schema, { io: "input", unrepresentable: "any", reused: "inline" }), name);
+    }
+    expect(unbounded).toEqual([]);
+    const policy = (value: number) => ({ autoscaling_behavior: { scale_down: { policies: [{ type: "Percent", value, period_seconds: 60 }] } } });
+    expect(resourceSpecSchema.safeParse(policy(MAX_INT32)).success).toBe(true);
+    expect(paths(resourceSpecSchema.safeParse(policy(MAX_INT32 + 1)))).toEqual(["autoscaling_behavior.scale_down.policies.0.value"]);
   });
 });
 

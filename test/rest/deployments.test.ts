@@ -4,6 +4,7 @@ import type { NewWorkspace } from "../../src/core/workspaces.js";
 import type { DomainEvent } from "../../src/events/types.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { ANY_UUID, listenerBody } from "../support/fixtures.js";
+import { globalId, gqlOk } from "../graphql/support.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -297,6 +298,34 @@ describe("POST /v2/deployments", () => {
     expect(missingSource.body.detail).toEqual([{ loc: ["body", "source"], type: "missing", msg: "Field required" }]);
     const after = await t.request("GET", "/v2/deployments?limit=100", { key: ws.apiKey });
     expect(after.body.resources).toEqual(before.body.resources);
+  });
+
+  it("bounds every integer of the resource spec to what GraphQL's Int (32-bit) can show, creating nothing past it", async () => {
+    const INT_MAX = 2_147_483_647;
+    const spec = (value: number) => ({
+      autoscaling_behavior: { scale_up: { stabilization_window_seconds: 0, select_policy: "Max", policies: [{ type: "Pods", value, period_seconds: 60 }] } },
+    });
+    const before = await t.request("GET", "/v2/deployments?limit=100", { key: ws.apiKey });
+    const tooBig = await post({ name: "int-too-big", source: "internal_container", source_config: { resource_spec: spec(3_000_000_000) } });
+    expect(tooBig.status).toBe(422);
+    expect(tooBig.body.detail).toEqual([
+      {
+        loc: ["body", "source_config", "resource_spec", "autoscaling_behavior", "scale_up", "policies", 0, "value"],
+        type: "less_than_equal",
+        msg: `Input should be less than or equal to ${INT_MAX}`,
+        input: 3_000_000_000,
+        ctx: { le: INT_MAX },
+      },
+    ]);
+    const after = await t.request("GET", "/v2/deployments?limit=100", { key: ws.apiKey });
+    expect(after.body.resources).toEqual(before.body.resources);
+
+    // The largest value accepted is one GraphQL can answer.
+    const atMost = await post({ name: "int-at-most", source: "internal_container", source_config: { resource_spec: spec(INT_MAX) } });
+    expect(atMost.status).toBe(201);
+    const q = `query($id: ID!) { node(id: $id) { ... on Deployment { sourceConfig { resourceSpec { autoscalingBehavior { scaleUp { policies { value } } } } } } } }`;
+    const read = await gqlOk(t, ws.apiKey, q, { id: globalId("Deployment", atMost.body.id) });
+    expect(read).toEqual({ node: { sourceConfig: { resourceSpec: { autoscalingBehavior: { scaleUp: { policies: [{ value: INT_MAX }] } } } } } });
   });
 });
 

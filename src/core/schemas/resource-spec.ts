@@ -3,6 +3,12 @@ import { z } from "zod";
 /** Opaque JSON objects of Kubernetes shapes SPEC.md does not detail (volume sources, securityContext, ...). */
 const object = z.record(z.string(), z.json());
 
+/**
+ * The largest whole number any field here may take: GraphQL's Int is 32-bit, so a larger value would be
+ * accepted and then fail every GraphQL read of it (Kubernetes' own fields are int32 too).
+ */
+export const MAX_INT32 = 2_147_483_647;
+
 /** cpu fields take decimals such as 0.1; memory and scale fields whole numbers. Bounds keep values sane. */
 const cpu = z.number().gt(0).max(512);
 const memoryMb = z.number().int().min(1).max(4_194_304);
@@ -57,7 +63,8 @@ const scalingRulesSchema = z.object({
     .array(
       z.object({
         type: z.string().min(1).max(32),
-        value: z.number().int().min(0),
+        // Pods or a percentage (which may exceed 100 when scaling up).
+        value: z.number().int().min(0).max(MAX_INT32),
         period_seconds: z.number().int().min(1).max(1800),
       }),
     )
