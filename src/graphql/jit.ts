@@ -53,17 +53,41 @@ function compiledFor(args: ExecutionArgs): { entry: Entry; compiled: CompiledQue
 }
 
 /**
- * graphql-jit's errors carry locations but no AST nodes; error masking rebuilds errors from their
- * nodes, so without them an error would lose its locations. The node is found by its location.
+ * graphql-jit's errors as graphql-js would have raised them, so that error masking treats both alike.
+ * - They carry locations but no AST nodes; error masking rebuilds errors from their nodes, so without
+ *   them an error would lose its locations. The node is found by its location.
+ * - An error graphql-jit raises itself during execution (a null for a non-null field, a value its
+ *   scalar cannot serialise, a list that is not one) has a path but no originalError, which masking
+ *   takes for a deliberate client error (BAD_USER_INPUT, its message shown, logged at info). The
+ *   executor yoga runs otherwise (graphql-js's, as @graphql-tools/executor) raises these as plain
+ *   Errors and wraps what it caught in every execution error (locatedError), so the same fault is a
+ *   masked INTERNAL_SERVER_ERROR logged as a fault there: such an error gets an originalError too.
+ *   (Errors resolvers throw already carry theirs, CoreErrors and deliberate GraphQLErrors included.)
  */
-function withNodes(errors: readonly GraphQLError[], document: DocumentNode, entry: Entry): GraphQLError[] {
-  entry.fields ??= fieldsByLocation(document);
+function asGraphQLJsErrors(errors: readonly GraphQLError[], document: DocumentNode, entry: Entry): GraphQLError[] {
   return errors.map((error) => {
-    if (error.nodes || !error.locations?.length) return error;
-    const nodes = error.locations.flatMap(({ line, column }) => entry.fields!.get(`${line}:${column}`) ?? []);
-    if (nodes.length === 0) return error;
-    return new GraphQLError(error.message, { nodes, path: error.path, originalError: error.originalError, extensions: error.extensions });
+    const raisedByJit = error.path !== undefined && error.originalError == null;
+    let nodes = error.nodes;
+    if (!nodes && error.locations?.length) {
+      entry.fields ??= fieldsByLocation(document);
+      const found = error.locations.flatMap(({ line, column }) => entry.fields!.get(`${line}:${column}`) ?? []);
+      if (found.length > 0) nodes = found;
+    }
+    if (!raisedByJit && nodes === error.nodes) return error;
+    return new GraphQLError(error.message, {
+      nodes,
+      path: error.path,
+      originalError: raisedByJit ? executionFault(error) : error.originalError,
+      extensions: error.extensions,
+    });
   });
+}
+
+/** What graphql-js would have caught: a plain Error with graphql-jit's message and stack. */
+function executionFault(error: GraphQLError): Error {
+  const fault = new Error(error.message);
+  if (error.stack) fault.stack = error.stack;
+  return fault;
 }
 
 function fieldsByLocation(document: DocumentNode): Map<string, FieldNode> {
@@ -78,7 +102,10 @@ function fieldsByLocation(document: DocumentNode): Map<string, FieldNode> {
 
 async function runCompiled(args: ExecutionArgs, entry: Entry, compiled: CompiledQuery): Promise<ExecutionResult> {
   const result = await compiled.query(args.rootValue, args.contextValue, args.variableValues);
-  return result.errors?.length ? { ...result, errors: withNodes(result.errors, args.document, entry) } : result;
+  if (!result.errors?.length) return result;
+  // graphql-js puts errors before data; an answer's bytes do not depend on which of the two ran it.
+  const { errors, ...rest } = result;
+  return { errors: asGraphQLJsErrors(errors, args.document, entry), ...rest };
 }
 
 /**

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { gql } from "./support.js";
+import { waitFor } from "../support/wait.js";
+import { globalId, gql } from "./support.js";
 
 let dev: TestApp;
 let prod: TestApp;
@@ -84,6 +85,64 @@ describe("errors", () => {
     vi.spyOn(dev.app.core.batch, "workspace").mockRejectedValueOnce(new Error("boom: internal detail"));
     const devRes = await gql(dev, devWs.apiKey, `{ viewer { id } }`);
     expect(devRes.errors![0]!.extensions).toMatchObject({ code: "INTERNAL_SERVER_ERROR", originalError: { message: "boom: internal detail" } });
+  });
+
+  it("answers an error of execution itself (a null for a non-null field, a value its scalar cannot show) alike on graphql-js and graphql-jit: masked, logged as a fault", async () => {
+    // A query's first run is graphql-js's, its next ones graphql-jit's (jit.ts): every run must answer the same bytes.
+    const runs = async (app: TestApp, key: string, query: string, variables?: Record<string, unknown>) => {
+      const answers: { text: string; errorLines: number }[] = [];
+      for (let run = 0; run < 3; run++) {
+        const from = app.guard.logLines.length;
+        const res = await app.request("POST", "/graphql", { key, body: { query, variables } });
+        expect(res.status).toBe(200);
+        // The fault is logged as the answer goes: wait for its line rather than for time.
+        const errorLines = (await waitFor(() => app.guard.logLines.slice(from).filter((line) => JSON.parse(line).level >= 50), (lines) => lines.length > 0, { what: "the fault's log line" })).length;
+        answers.push({ text: res.text, errorLines });
+      }
+      expect(answers[1], "the compiled run answers as graphql-js did").toEqual(answers[0]);
+      expect(answers[2]).toEqual(answers[0]);
+      expect(answers[0]!.errorLines, "logged as a fault").toBe(1);
+      return JSON.parse(answers[0]!.text);
+    };
+
+    // A null for a non-null field: a workspace without its name.
+    const spy = vi.spyOn(prod.app.core.batch, "workspace");
+    spy.mockImplementation(async (tenant) => ({ id: tenant.workspaceId, organizationId: tenant.organizationId, name: null as unknown as string, createdAt: new Date() }));
+    try {
+      const nonNull = await runs(prod, prodWs.apiKey, `query JitNonNull { viewer { uuid name } }`);
+      expect(nonNull).toEqual({
+        errors: [{ message: "Unexpected error.", locations: [{ line: 1, column: 34 }], path: ["viewer", "name"], extensions: { code: "INTERNAL_SERVER_ERROR" } }],
+        data: null,
+      });
+    } finally {
+      spy.mockRestore();
+    }
+
+    // A stored integer beyond GraphQL's Int (what input validation refuses now; an older row may hold one).
+    const created = await prod.request("POST", "/v2/deployments", {
+      key: prodWs.apiKey,
+      body: { name: "jit-int", source: "internal_container", source_config: { resource_spec: { autoscaling_behavior: { scale_up: { policies: [{ type: "Pods", value: 1, period_seconds: 60 }] } } } } },
+    });
+    expect(created.status).toBe(201);
+    await prod.app.db.prisma.deployment.update({
+      where: { id: created.body.id },
+      data: { sourceConfig: { resource_spec: { autoscaling_behavior: { scale_up: { policies: [{ type: "Pods", value: 3_000_000_000, period_seconds: 60 }] } } } } },
+    });
+    const tooBig = await runs(
+      prod,
+      prodWs.apiKey,
+      `query JitSerialize($id: ID!) { node(id: $id) { ... on Deployment { sourceConfig { resourceSpec { autoscalingBehavior { scaleUp { policies { value } } } } } } } }`,
+      { id: globalId("Deployment", created.body.id) },
+    );
+    expect(tooBig.data).toEqual({ node: { sourceConfig: { resourceSpec: { autoscalingBehavior: { scaleUp: { policies: null } } } } } });
+    expect(tooBig.errors).toEqual([
+      {
+        message: "Unexpected error.",
+        locations: [expect.any(Object)],
+        path: ["node", "sourceConfig", "resourceSpec", "autoscalingBehavior", "scaleUp", "policies", 0, "value"],
+        extensions: { code: "INTERNAL_SERVER_ERROR" },
+      },
+    ]);
   });
 
   it("answers a lost database as SERVICE_UNAVAILABLE", async () => {
