@@ -60,7 +60,7 @@ export class ConnectionService {
   async create(tenant: Tenant, agentId: string, body: unknown): Promise<AgentConnection> {
     const input = parseInput(connectionCreateSchema, body, "body");
     const [token] = await this.vault.byIds(tenant, [input.oauth_token_id]);
-    if (!token) throw notFound("OAuth token", input.oauth_token_id);
+    if (!token) throw notFound("OAuth token", input.oauth_token_id, ["body", "oauth_token_id"]);
     try {
       return await this.deps.data(tenant).agentConnection.create({
         data: {

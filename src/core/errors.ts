@@ -36,7 +36,15 @@ export class CoreError extends Error {
   }
 }
 
-export const notFound = (kind: string, id: string) => new CoreError("NOT_FOUND", `${kind} ID ${id} not found.`);
+/**
+ * An object that does not exist (or that the caller cannot see). `loc` names the input field that
+ * referred to it when that was not the object the request is about (["body", "oauth_token_id"]):
+ * GraphQL's userErrors name it; REST answers the message alone.
+ */
+export const notFound = (kind: string, id: string, loc?: ValidationIssue["loc"]) => {
+  const message = `${kind} ID ${id} not found.`;
+  return new CoreError("NOT_FOUND", message, loc ? [{ loc, type: "not_found", msg: message }] : []);
+};
 export const badRequest = (message: string) => new CoreError("BAD_REQUEST", message);
 export const conflict = (message: string) => new CoreError("CONFLICT", message);
 export const invalid = (issues: ValidationIssue[]) =>

@@ -74,20 +74,27 @@ export class FlowService {
   async authenticate(tenant: Tenant, body: unknown, origin: string | null): Promise<AuthenticateResult> {
     const input = parseInput(authenticateSchema, body, "body");
     const userId = checkUser(tenant, input.user_id ?? input.ls_user_id ?? null);
-    const provider = await this.providers.get(tenant, input.provider);
+    const provider = await this.providers.find(tenant, input.provider);
+    if (!provider) throw notFound("Provider", input.provider, ["body", "provider"]);
     const scopes = [...new Set(input.scopes)];
     const existing = input.token_id
-      ? await this.vault.get(tenant, input.token_id)
+      ? await this.namedToken(tenant, provider, input.token_id)
       : input.force_new
         ? null
         : await this.vault.pick(tenant, provider, scopes);
     if (existing) {
-      if (existing.oauthProviderId !== provider.id) throw notFound("OAuth token", existing.id);
       const accessToken = await this.vault.freshAccessToken(tenant, existing);
       if (accessToken !== null) return { status: "completed", url: null, flow: null, token: existing, accessToken, userId };
     }
     const { flow, url } = await this.start(tenant, provider, scopes, input.is_default, origin);
     return { status: existing ? "token_expired" : "pending", url, flow, token: null, accessToken: null, userId };
+  }
+
+  /** The caller's token that `token_id` names, which must be one of the provider's. */
+  private async namedToken(tenant: Tenant, provider: OAuthProvider, tokenId: string): Promise<OAuthToken> {
+    const [token] = await this.vault.byIds(tenant, [tokenId]);
+    if (!token || token.oauthProviderId !== provider.id) throw notFound("OAuth token", token?.id ?? tokenId, ["body", "token_id"]);
+    return token;
   }
 
   /** GET /v2/auth/callback/{provider_id} (and …/setup/…): the browser's return; the state is its credential. */

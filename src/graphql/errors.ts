@@ -76,7 +76,11 @@ export interface PathNames {
   input?: string;
   /** REST path parameter name → the mutation's argument name (deployment_id → "deploymentId"). */
   path?: Record<string, string>;
-  /** The argument a NOT_FOUND refers to (the object id). */
+  /**
+   * The argument a NOT_FOUND refers to (the object id: "id", "deploymentId") when core does not name
+   * the input field itself; unset, such a NOT_FOUND names no field (null), never an argument the
+   * mutation does not have.
+   */
   notFound?: string;
 }
 
@@ -86,8 +90,12 @@ export function userErrorsFrom(err: unknown, names: PathNames = {}): UserError[]
   switch (err.code) {
     case "VALIDATION":
       return err.issues.map((issue) => ({ field: fieldPath(issue.loc, names), message: issue.msg, code: "INVALID" }));
-    case "NOT_FOUND":
-      return [{ field: [names.notFound ?? "id"], message: err.message, code: "NOT_FOUND" }];
+    case "NOT_FOUND": {
+      // Core names the input field that referred to a missing object (input.oauthTokenId); else it is the mutation's object.
+      const at = err.issues[0]?.loc;
+      const field = at ? fieldPath(at, names) : names.notFound ? [names.notFound] : null;
+      return [{ field, message: err.message, code: "NOT_FOUND" }];
+    }
     case "CONFLICT":
       return [{ field: null, message: err.message, code: "CONFLICT" }];
     case "BAD_REQUEST":

@@ -91,7 +91,7 @@ describe("agent connections", () => {
     const dup = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: stored.id } })).agentConnectionCreate;
     expect(dup.userErrors).toEqual([{ field: null, message: expect.any(String), code: "CONFLICT" }]);
     const unknown = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: "github:made-up" } })).agentConnectionCreate;
-    expect(unknown.userErrors).toEqual([{ field: ["id"], message: "OAuth token ID github:made-up not found.", code: "NOT_FOUND" }]);
+    expect(unknown.userErrors).toEqual([{ field: ["input", "oauthTokenId"], message: "OAuth token ID github:made-up not found.", code: "NOT_FOUND" }]);
 
     const listBad = await gql(t, ws.apiKey, `{ agentConnections(agentId: "NOPE!") { totalCount } }`);
     expect(listBad.errors).toEqual([expect.objectContaining({ message: expect.stringMatching(/^agentId: /), extensions: { code: "BAD_USER_INPUT" } })]);

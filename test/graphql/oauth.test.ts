@@ -123,7 +123,7 @@ describe("flows over GraphQL", () => {
     await sse.done;
     expect(sse.messages).toEqual([{ errors: [expect.objectContaining({ extensions: { code: "NOT_FOUND" } })] }]);
     const unknown = (await gqlOk(t, intruder.apiKey, AUTHENTICATE, { input: { provider: "idp", scopes: [] } })).oauthAuthenticate;
-    expect(unknown.userErrors).toEqual([{ field: ["id"], message: "Provider ID idp not found.", code: "NOT_FOUND" }]);
+    expect(unknown.userErrors).toEqual([{ field: ["input", "provider"], message: "Provider ID idp not found.", code: "NOT_FOUND" }]);
   });
 });
 

@@ -83,6 +83,6 @@ builder.mutationFields((t) => ({
         if (!found) throw notFound("Connection", id);
         await ctx.core.connections.delete(ctx.tenant, found.agentId, found.id);
         return { deletedAgentConnectionId: id };
-      }),
+      }, { notFound: "id" }),
   }),
 }));

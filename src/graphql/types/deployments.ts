@@ -278,7 +278,10 @@ builder.mutationFields((t) => ({
     description: "Changes a deployment; see DeploymentUpdateInput for when this creates a revision (then latestRevision is the new one).",
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: DeploymentUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
-      mutate(async () => loaded(ctx, await ctx.core.deployments.update(ctx.tenant, requireId(id, "Deployment"), toRestBody(input)))),
+      mutate(
+        async () => loaded(ctx, await ctx.core.deployments.update(ctx.tenant, requireId(id, "Deployment"), toRestBody(input))),
+        { notFound: "id" },
+      ),
   }),
   deploymentDelete: t.field({
     type: DeploymentDeletePayload,
@@ -288,6 +291,6 @@ builder.mutationFields((t) => ({
       mutate(async () => {
         await ctx.core.deployments.delete(ctx.tenant, requireId(id, "Deployment"));
         return { deletedDeploymentId: id };
-      }),
+      }, { notFound: "id" }),
   }),
 }));

@@ -121,6 +121,6 @@ builder.mutationField("codehostInstallationRepositoriesSet", (t) =>
         const integrationId = requireId(id, "CodehostInstallation");
         await ctx.core.repositories.replace(ctx.tenant, integrationId, toRestBody(input));
         return { codehostInstallation: await ctx.loaders.installation.load(integrationId) };
-      }),
+      }, { notFound: "id" }),
   }),
 );

@@ -108,7 +108,7 @@ builder.mutationFields((t) => ({
     description: "Changes a listener's version or compute config.",
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: ListenerUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
-      mutate(async () => ({ listener: await ctx.core.listeners.update(ctx.tenant, listenerId(id), toRestBody(input)) })),
+      mutate(async () => ({ listener: await ctx.core.listeners.update(ctx.tenant, listenerId(id), toRestBody(input)) }), { notFound: "id" }),
   }),
   listenerDelete: t.field({
     type: ListenerDeletePayload,
@@ -118,6 +118,6 @@ builder.mutationFields((t) => ({
       mutate(async () => {
         await ctx.core.listeners.delete(ctx.tenant, listenerId(id));
         return { deletedListenerId: id };
-      }),
+      }, { notFound: "id" }),
   }),
 }));

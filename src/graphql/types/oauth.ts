@@ -179,7 +179,10 @@ builder.mutationFields((t) => ({
     type: ProviderPayload("OAuthProviderUpdatePayload"),
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: ProviderUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
-      mutate(async () => ({ oauthProvider: await ctx.core.oauthProviders.update(ctx.tenant, await providerSlug(ctx, id), toRestBody(input)) })),
+      mutate(
+        async () => ({ oauthProvider: await ctx.core.oauthProviders.update(ctx.tenant, await providerSlug(ctx, id), toRestBody(input)) }),
+        { notFound: "id" },
+      ),
   }),
   oauthProviderDelete: t.field({
     type: DeletedPayload("OAuthProviderDeletePayload", "deletedOAuthProviderId"),
@@ -189,14 +192,17 @@ builder.mutationFields((t) => ({
       mutate(async () => {
         await ctx.core.oauthProviders.delete(ctx.tenant, await providerSlug(ctx, id));
         return { deletedId: id };
-      }),
+      }, { notFound: "id" }),
   }),
   oauthTokenUpdate: t.field({
     type: TokenUpdatePayload,
     description: "Relabels one of the caller's tokens, or makes it the default of its provider.",
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: TokenUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
-      mutate(async () => ({ oauthToken: await ctx.core.oauthTokens.update(ctx.tenant, requireId(id, "OAuthToken"), toRestBody(input)) })),
+      mutate(
+        async () => ({ oauthToken: await ctx.core.oauthTokens.update(ctx.tenant, requireId(id, "OAuthToken"), toRestBody(input)) }),
+        { notFound: "id" },
+      ),
   }),
   oauthTokenDelete: t.field({
     type: DeletedPayload("OAuthTokenDeletePayload", "deletedOAuthTokenId"),
@@ -206,6 +212,6 @@ builder.mutationFields((t) => ({
       mutate(async () => {
         await ctx.core.oauthTokens.delete(ctx.tenant, requireId(id, "OAuthToken"));
         return { deletedId: id };
-      }),
+      }, { notFound: "id" }),
   }),
 }));

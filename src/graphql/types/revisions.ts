@@ -141,7 +141,7 @@ builder.mutationFields((t) => ({
         const revision = await revisionOf(ctx, id);
         const deployment = await ctx.core.deployments.redeploy(ctx.tenant, revision.deploymentId, revision.id);
         return { deployment, revision: deployment.latestRevision };
-      }),
+      }, { notFound: "id" }),
   }),
   revisionInterrupt: t.field({
     type: payload("RevisionInterruptPayload", false),
@@ -151,7 +151,7 @@ builder.mutationFields((t) => ({
       mutate(async () => {
         const revision = await revisionOf(ctx, id);
         return { revision: await ctx.core.revisions.interrupt(ctx.tenant, revision.deploymentId, revision.id) };
-      }),
+      }, { notFound: "id" }),
   }),
 }));
 
