@@ -1,7 +1,9 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { gqlOk, restId } from "./support.js";
+import { listenerBody } from "../support/fixtures.js";
+import { globalId, gqlOk, restId } from "./support.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -77,5 +79,22 @@ describe("listener mutations", () => {
     expect(list.listeners).toEqual({ totalCount: 0, edges: [] });
     const still = await gqlOk(t, ws.apiKey, `query($id: ID!) { node(id: $id) { ... on Listener { version } } }`, { id: listener.id });
     expect(still.node).toEqual({ version: "1.2.0" });
+  });
+
+  it("shows k8sNamespaces as stored, as REST does: null (the listener's own namespace) is not [] (none)", async () => {
+    const READ = `query($id: ID!) { node(id: $id) { ... on Listener { computeConfig { k8sNamespaces } } } }`;
+    for (const namespaces of [null, [], ["agents"]]) {
+      const what = JSON.stringify(namespaces);
+      const rest = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: listenerBody({ compute_config: { k8s_namespaces: namespaces } }) });
+      expect(rest.status, what).toBe(201);
+      expect(rest.body.compute_config, what).toEqual({ k8s_namespaces: namespaces });
+      const read = await gqlOk(t, ws.apiKey, READ, { id: globalId("Listener", rest.body.id) });
+      expect(read.node.computeConfig, what).toEqual({ k8sNamespaces: namespaces });
+
+      const created = (await gqlOk(t, ws.apiKey, CREATE, { input: { ...input(`ns-${randomUUID()}`), computeConfig: { k8sNamespaces: namespaces } } })).listenerCreate;
+      expect(created.listener.computeConfig, what).toEqual({ k8sNamespaces: namespaces });
+      const again = await t.request("GET", `/v2/listeners/${created.listener.uuid}`, { key: ws.apiKey });
+      expect(again.body.compute_config, what).toEqual({ k8s_namespaces: namespaces });
+    }
   });
 });

@@ -11,7 +11,12 @@ import { ListenerRef } from "./refs.js";
 const ComputeConfig = builder.objectRef<{ k8s_namespaces?: string[] | null }>("ListenerComputeConfig").implement({
   description: "Where in the cluster the listener may place deployments.",
   fields: (t) => ({
-    k8sNamespaces: t.stringList({ resolve: (c) => c.k8s_namespaces ?? [] }),
+    // As stored and as REST answers it: null and [] are different settings.
+    k8sNamespaces: t.stringList({
+      nullable: true,
+      description: "The namespaces the listener may place deployments in; null: the listener's own namespace.",
+      resolve: (c) => c.k8s_namespaces ?? null,
+    }),
   }),
 });
 
