@@ -204,5 +204,5 @@ export const refused = (description: string): Answer => ({ description, schema: 
 
 export const notFound: Answer = { description: "No such object in the caller's workspace", schema: errorSchema };
 
-/** The REST API's version in the document. */
-export const API_VERSION = "2.0.0";
+/** The version the API description carries (SPEC.md, Versioning); the paths carry their own (v1, v2). */
+export const API_VERSION = "0.1.0";

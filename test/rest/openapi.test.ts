@@ -25,8 +25,10 @@ group("openapi.json", () => {
   });
 
   it("documents every REST operation, the uploads, registry token, logs and OAuth callback among them", () => {
-    const doc = JSON.parse(committed) as Doc & { openapi: string };
+    const doc = JSON.parse(committed) as Doc & { openapi: string; info: { version: string } };
     expect(doc.openapi).toBe("3.1.0");
+    // SPEC.md (Versioning): "The API description itself carries version 0.1.0."
+    expect(doc.info.version).toBe("0.1.0");
     const operations = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
     expect(operations).toEqual(
       expect.arrayContaining([
