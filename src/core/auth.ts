@@ -24,6 +24,12 @@ export const hashApiKey = (key: string) => createHash("sha256").update(key).dige
 /** The characters of a key that `npm run keys -- list` shows (`dcp_` and four of the random part): enough to recognise it, useless to use. */
 export const keyPrefix = (key: string) => key.slice(0, 8);
 
+/** Who a key's calls are recorded as (Tenant.actor): also how a face finds what a revoked key has open. */
+export const keyActor = (keyId: string) => `api_key:${keyId}`;
+
+/** What a revoked key is told, over HTTP (401), in a graphql-ws close (4401) and at the end of an SSE stream. */
+export const REVOKED_KEY_MESSAGE = "This API key has been revoked.";
+
 const unauthenticated = (msg: string) => new CoreError("UNAUTHENTICATED", msg);
 const forbidden = (msg: string) => new CoreError("FORBIDDEN", msg);
 
@@ -64,6 +70,7 @@ export class Authenticator {
   private readonly secret: Uint8Array | null;
   private readonly keyCache = new Map<string, { record: KeyRecord | null; until: number }>();
   private readonly workspaceCache = new Map<string, { organizationId: string | null; until: number }>();
+  private readonly revocationHandlers = new Set<(keyId: string) => void>();
 
   private readonly maxLifetimeSeconds: number;
 
@@ -76,8 +83,19 @@ export class Authenticator {
     this.secret = options.jwtSecret ? new TextEncoder().encode(options.jwtSecret) : null;
     this.maxLifetimeSeconds = options.maxTokenLifetimeSeconds ?? DEFAULT_TOKEN_LIFETIME_SECONDS;
     events?.subscribe(topics.apiKeys(), (event) => {
-      if (event.type === "api_key.revoked") this.forgetKey(event.keyId);
+      if (event.type !== "api_key.revoked") return;
+      this.forgetKey(event.keyId);
+      for (const handler of this.revocationHandlers) handler(event.keyId);
     });
+  }
+
+  /**
+   * Calls `handler` with the id of each key revoked anywhere, once it has left this cache: the faces
+   * end what the key still has open (graphql-ws sockets, SSE streams), on every replica.
+   */
+  onKeyRevoked(handler: (keyId: string) => void): () => void {
+    this.revocationHandlers.add(handler);
+    return () => this.revocationHandlers.delete(handler);
   }
 
   /** Drops a key from the cache: its next use reads the database again. */
@@ -95,8 +113,8 @@ export class Authenticator {
   private async fromApiKey(key: string, tenantId: string | null): Promise<Tenant> {
     const record = await this.keyRecord(hashApiKey(key));
     if (!record) throw unauthenticated("Invalid API key.");
-    if (record.revokedAt) throw unauthenticated("This API key has been revoked.");
-    const actor = `api_key:${record.id}`;
+    if (record.revokedAt) throw unauthenticated(REVOKED_KEY_MESSAGE);
+    const actor = keyActor(record.id);
     if (record.workspaceId) {
       if (tenantId && tenantId.toLowerCase() !== record.workspaceId) {
         throw forbidden("This API key does not have access to the requested workspace.");

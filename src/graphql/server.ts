@@ -15,6 +15,7 @@ import { schema } from "./types/index.js";
 import { useCompiledQueries } from "./jit.js";
 import { jsonBytes } from "./answer-bytes.js";
 import { useAuthenticationFirst } from "./authenticate.js";
+import { useEndedOnRevocation } from "./revoked-streams.js";
 import { createParseCache, registerParseCache } from "./parse-cache.js";
 import { subscribeShared } from "./shared-execution.js";
 import { useObservedOperations } from "./observe.js";
@@ -96,6 +97,8 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
     },
     plugins: [
       useAuthenticationFirst(core, { anonymousIntrospection: options.introspection }),
+      // An SSE stream ends when the key that started it is revoked (graphql-ws closes the socket: ws.ts).
+      useEndedOnRevocation(core),
       // Before error masking, which logs the errors it rewrites: neither the answer nor the log quotes a secret.
       useRedactedSecrets(),
       // A browser can send a "simple" request cross-site without a preflight; demanding one of

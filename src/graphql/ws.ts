@@ -3,9 +3,10 @@ import { type ExecutionArgs, type ExecutionResult, getOperationAST, GraphQLError
 import { CloseCode } from "graphql-ws";
 import { useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
-import type { Tenant } from "../core/auth.js";
+import { keyActor, REVOKED_KEY_MESSAGE, type Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
+import { unavailableAsCoreError } from "../core/prisma-errors.js";
 import type { Logger } from "../logger.js";
 import { redactSecrets } from "./redact.js";
 import { GRAPHQL_PATH, type GraphQLServer, logAnsweredError, maskError, MASKED_ERROR_MESSAGE } from "./server.js";
@@ -29,8 +30,14 @@ export interface WebSocketFace {
  * for all its subscribers asking the same (shared-execution.ts): envelop's and graphql-tools'
  * iterator layers cost about 6 KB of heap per live subscription, and the one execution-time plugin
  * they would apply, error masking, is applied here with the same function.
- * The tenant is settled once per connection from its connection params; a connection without valid
- * credentials is closed with 4401 (unauthenticated) or 4403 (forbidden).
+ * The credentials of the connection params are checked when the connection opens, then again for
+ * each operation, as each HTTP request's are (key lookups are cached; a revocation empties the cache on
+ * every replica). Credentials that do not authenticate (none, a revoked key, an expired token) close
+ * the socket with 4401 (unauthenticated) or 4403 (forbidden), in HTTP's words. Closing rather than
+ * refusing one operation: the credentials are the connection's and cannot be replaced on it, and
+ * graphql-ws clients take 4401 as final (no reconnecting with the same credentials) and report it to
+ * every operation of the socket, as for a refused connection. A revoked key's sockets are closed at
+ * once, on every replica, and their live subscriptions end with them.
  */
 export interface WebSocketOptions {
   production: boolean;
@@ -51,7 +58,8 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
   const wss = new WebSocketServer({ server, path: GRAPHQL_PATH, perMessageDeflate: false, maxPayload: options.maxPayloadBytes });
   const keepAlive = sharedKeepAlive(wss);
   const { limits } = options;
-  const tenants = new WeakMap<object, Tenant>();
+  /** Each socket's actor (whose credentials opened it): a revoked key's sockets are found by it. */
+  const actors = new WeakMap<object, string>();
   /** Each socket's rate-limit bucket: its caller's, as over HTTP. */
   const callers = new WeakMap<object, string>();
   const mask = (error: GraphQLError) => maskedError(error, production, logger);
@@ -70,13 +78,13 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
         }
         const credentials = credentialsFrom(paramsAsHeaders(ctx.connectionParams));
         try {
-          tenants.set(ctx.extra.socket, await core.auth.authenticate(credentials));
+          actors.set(ctx.extra.socket, (await core.auth.authenticate(credentials)).actor);
           callers.set(ctx.extra.socket, callerKey(credentials, address));
           return true;
         } catch (err) {
           if (!(err instanceof CoreError)) throw err;
           if (err.code === "UNAUTHENTICATED") limits.authenticationFailed(address);
-          ctx.extra.socket.close(err.code === "FORBIDDEN" ? CloseCode.Forbidden : CloseCode.Unauthorized, err.message);
+          refuse(ctx.extra.socket, err);
           return false;
         }
       },
@@ -105,7 +113,18 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
       onSubscribe: async (ctx, _id, payload) => {
         const taken = limits.request(callers.get(ctx.extra.socket) ?? "");
         if (!taken.ok) return [rateLimited(limits.ratePerMinute, taken.retryAfterSeconds)];
-        const tenant = tenants.get(ctx.extra.socket);
+        let tenant: Tenant;
+        try {
+          tenant = await core.auth.authenticate(credentialsFrom(paramsAsHeaders(ctx.connectionParams)));
+        } catch (err) {
+          const refusal = unavailableAsCoreError(err);
+          if (!(refusal instanceof CoreError)) throw err;
+          // No longer valid (revoked, expired): refused as the connection would be now. A lost
+          // database refuses this operation only, with its code (masked in onError), to be retried.
+          if (refusal.code === "UNAUTHENTICATED" || refusal.code === "FORBIDDEN") refuse(ctx.extra.socket, refusal);
+          // Sent only when the socket stays open (a closing socket sends nothing).
+          return [new GraphQLError(refusal.message, { originalError: refusal })];
+        }
         const { schema, execute, contextFactory, parse, validate } = yoga.getEnveloped({ tenant, params: payload });
         let document;
         try {
@@ -131,6 +150,13 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
     // Off: graphql-ws would keep a ping interval (and its closures) per socket; one timer pings all.
     0,
   );
+  // On every replica: the revocation reaches each one's authenticator over the event bus.
+  const stopClosingRevoked = core.auth.onKeyRevoked((keyId) => {
+    const actor = keyActor(keyId);
+    for (const socket of wss.clients) {
+      if (actors.get(socket) === actor) socket.close(CloseCode.Unauthorized, REVOKED_KEY_MESSAGE);
+    }
+  });
   wss.on("error", (err) => logger.error({ err }, "graphql-ws server error"));
   // graphql-ws writes every socket error to stderr (console.error): any client could flood it with
   // oversize or malformed frames. ws closes such a socket itself (1009, 1002): a client's mistake.
@@ -140,6 +166,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
   });
   return {
     async close() {
+      stopClosingRevoked();
       keepAlive.stop();
       await disposable.dispose();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
@@ -152,6 +179,11 @@ function maskedError(error: GraphQLError, production: boolean, logger: Logger): 
   const shown = maskError(error, MASKED_ERROR_MESSAGE, !production) as GraphQLError;
   if (shown !== error) logAnsweredError(logger, error.originalError ?? error, shown);
   return shown;
+}
+
+/** Closes a socket whose credentials do not authenticate: 4401 or 4403, with HTTP's words for its 401 or 403. */
+function refuse(socket: WebSocket, refusal: CoreError): void {
+  socket.close(refusal.code === "FORBIDDEN" ? CloseCode.Forbidden : CloseCode.Unauthorized, refusal.message);
 }
 
 /** The close code of a socket whose address has spent its failed authentications (429, as over HTTP). */

@@ -9,6 +9,9 @@ import { hashApiKey } from "../../src/core/auth.js";
 import { createWorkspace } from "../../src/core/workspaces.js";
 import { createLogger } from "../../src/logger.js";
 import { createTestDatabase, seededDataDir, startTestApp, TEST_SECRETS_KEY, type TestApp } from "../support/app.js";
+import { waitFor } from "../support/wait.js";
+import { endOf, subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
+import { createDeployment } from "../graphql/support.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const run = promisify(execFile);
@@ -50,8 +53,25 @@ describe("API keys", { timeout: 180_000 }, () => {
     const ws = await a.workspace();
     const { key, summary } = await a.app.core.apiKeys.create({ workspaceId: ws.workspaceId });
     expect((await b.request("GET", "/v2/listeners", { key })).status).toBe(200);
-    await a.app.core.apiKeys.revoke(summary.id);
-    await expect.poll(async () => (await b.request("GET", "/v2/listeners", { key })).status, { timeout: 5_000 }).toBe(401);
+    // What the key has open on B ends too: its graphql-ws socket (4401) and its SSE stream.
+    const { id } = await createDeployment(b, key);
+    const live = `subscription($id: ID!) { deploymentStatusChanged(deploymentId: $id) { status } }`;
+    const client = wsClient(await b.app.start(), key);
+    try {
+      const sub = subscribeWs(client, live, { id });
+      // Its end is awaited below, after the HTTP check: a rejection meanwhile is not unhandled.
+      sub.done.catch(() => {});
+      const sse = subscribeSse(b, key, live, { id });
+      await waitFor(() => sub.messages.length > 0 && sse.messages.length > 0, Boolean, { what: "the key's subscriptions on B" });
+
+      await a.app.core.apiKeys.revoke(summary.id);
+      await expect.poll(async () => (await b.request("GET", "/v2/listeners", { key })).status, { timeout: 30_000 }).toBe(401);
+      expect(await endOf(sub.done, "B closing the key's socket")).toEqual({ code: 4401, reason: "This API key has been revoked." });
+      expect(await endOf(sse.done, "B ending the key's SSE stream")).toBe("completed");
+      expect(sse.messages.at(-1)).toEqual({ errors: [expect.objectContaining({ message: "This API key has been revoked.", extensions: { code: "UNAUTHENTICATED" } })] });
+    } finally {
+      await client.dispose();
+    }
   });
 
   it("npm run keys -- create|list|revoke", async () => {

@@ -1,6 +1,7 @@
 import { createClient, type Client } from "graphql-ws";
 import WebSocket from "ws";
 import type { TestApp } from "../support/app.js";
+import { waitFor } from "../support/wait.js";
 
 export interface Received {
   data?: any;
@@ -29,6 +30,19 @@ export function subscribeWs(client: Client, query: string, variables: Record<str
     dispose = client.subscribe({ query, variables }, { next: (m) => void messages.push(m as Received), error: reject, complete: resolve });
   });
   return { messages, done, dispose: () => dispose() };
+}
+
+/** How an operation ended: completed, with an error message's errors, or with the close event (code, reason) of its socket. */
+export type Ending = "completed" | { errors: Received["errors"] } | { code?: number; reason?: string };
+
+/** Waits, with waitFor's deadline, for an operation's `done` (subscribeWs, subscribeSse) to settle: how it ended. */
+export async function endOf(done: Promise<void>, what: string): Promise<Ending> {
+  let end: Ending | undefined;
+  done.then(
+    () => (end = "completed"),
+    (e: Received["errors"] | { code?: number; reason?: string }) => (end = Array.isArray(e) ? { errors: e } : { code: e?.code, reason: e?.reason }),
+  );
+  return (await waitFor(() => end, Boolean, { what }))!;
 }
 
 /**

@@ -1,0 +1,177 @@
+import { SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
+import { waitFor } from "../support/wait.js";
+import { endOf, subscribeSse, subscribeWs, wsClient } from "./live.js";
+import { createDeployment, DEPLOYMENT_CREATE } from "./support.js";
+
+// Credentials that stop being valid while a graphql-ws socket or an SSE stream is open: a key revoked,
+// a bearer token past its exp. Over HTTP every request is authenticated again; a socket and a stream
+// must not outlive their credentials either.
+
+/** Stays open (the current status first, then changes) until the deployment is deleted. */
+const DEPLOYMENT_STATUS = /* GraphQL */ `
+  subscription($id: ID!) { deploymentStatusChanged(deploymentId: $id) { status } }`;
+const VIEWER = /* GraphQL */ `{ viewer { uuid } }`;
+const REVOKED = "This API key has been revoked.";
+
+let t: TestApp;
+let url: string;
+let ws: NewWorkspace;
+let deploymentId: string;
+
+beforeAll(async () => {
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  url = await t.app.start();
+  ws = await t.workspace();
+  deploymentId = (await createDeployment(t, ws.apiKey)).id;
+});
+afterAll(() => t.close());
+
+/** A key of the test workspace's own, to revoke. */
+const newKey = () => t.app.core.apiKeys.create({ workspaceId: ws.workspaceId });
+
+/** A live subscription on the client's socket, once its first message (the current status) is in. */
+async function liveSubscription(client: ReturnType<typeof wsClient>) {
+  const sub = subscribeWs(client, DEPLOYMENT_STATUS, { id: deploymentId });
+  // Awaited by the test; should it fail first, the socket's close must not be an unhandled rejection.
+  sub.done.catch(() => {});
+  await waitFor(() => sub.messages.length, (n) => n === 1, { what: "the subscription's current status" });
+  return sub;
+}
+
+/** The viewer's workspace, asked on the client's socket. */
+async function viewer(client: ReturnType<typeof wsClient>) {
+  const query = subscribeWs(client, VIEWER, {});
+  expect(await endOf(query.done, "the viewer query")).toBe("completed");
+  return query.messages;
+}
+
+describe("a revoked API key", { timeout: 90_000 }, () => {
+  it("closes the graphql-ws sockets it authenticated (4401): live subscriptions end, nothing more runs", async () => {
+    const { key, summary } = await newKey();
+    const client = wsClient(url, key);
+    const other = wsClient(url, ws.apiKey);
+    try {
+      const sub = await liveSubscription(client);
+      const untouched = await liveSubscription(other);
+      expect(await viewer(client)).toEqual([{ data: { viewer: { uuid: ws.workspaceId } } }]);
+
+      await t.app.core.apiKeys.revoke(summary.id);
+      expect(await endOf(sub.done, "the revoked key's socket closing")).toEqual({ code: 4401, reason: REVOKED });
+
+      // Another key's socket and subscription are left alone.
+      expect(await viewer(other)).toEqual([{ data: { viewer: { uuid: ws.workspaceId } } }]);
+      expect(untouched.messages).toHaveLength(1);
+      untouched.dispose();
+    } finally {
+      await client.dispose();
+      await other.dispose();
+    }
+  });
+
+  it("is refused on a socket it opened, operation by operation, even without the revocation's event", async () => {
+    // As on a replica that missed the event: the key is revoked in the database and has left the cache.
+    const { key, summary } = await newKey();
+    const client = wsClient(url, key);
+    try {
+      const sub = await liveSubscription(client);
+      await t.app.db.prisma.apiKey.update({ where: { id: summary.id }, data: { revokedAt: new Date() } });
+      t.app.core.auth.forgetKey(summary.id);
+
+      const name = `revoked-${summary.id.slice(0, 8)}`;
+      const mutation = subscribeWs(client, DEPLOYMENT_CREATE, {
+        input: { name, source: "INTERNAL_CONTAINER", sourceRevisionConfig: { imageUri: "registry.example/agent:1" } },
+      });
+      // Refused as a connection with that key is refused: the socket closes with 4401 and HTTP's words.
+      expect(await endOf(mutation.done, "the mutation's refusal")).toEqual({ code: 4401, reason: REVOKED });
+      expect(await endOf(sub.done, "the socket's subscription ending")).toEqual({ code: 4401, reason: REVOKED });
+      expect(mutation.messages).toEqual([]);
+      expect(await t.app.db.prisma.deployment.count({ where: { name } })).toBe(0);
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it("ends the SSE streams it started, with a last result saying why", async () => {
+    const [revoked, other] = [await newKey(), await newKey()];
+    const sse = subscribeSse(t, revoked.key, DEPLOYMENT_STATUS, { id: deploymentId });
+    const untouched = subscribeSse(t, other.key, DEPLOYMENT_STATUS, { id: deploymentId });
+    let untouchedEnded = false;
+    void untouched.done.finally(() => (untouchedEnded = true));
+    await waitFor(() => sse.messages.length === 1 && untouched.messages.length === 1, Boolean, { what: "the current status over SSE" });
+
+    await t.app.core.apiKeys.revoke(revoked.summary.id);
+    expect(await endOf(sse.done, "the revoked key's stream ending")).toBe("completed");
+    expect(sse.messages).toEqual([
+      { data: { deploymentStatusChanged: { status: "AWAITING_DATABASE" } } },
+      { errors: [expect.objectContaining({ message: REVOKED, extensions: { code: "UNAUTHENTICATED" } })] },
+    ]);
+    // Another key's stream goes on (had the revocation reached it, it would have ended with the first)...
+    expect(untouchedEnded).toBe(false);
+    expect(untouched.messages).toHaveLength(1);
+    // ...until that key is revoked in turn.
+    await t.app.core.apiKeys.revoke(other.summary.id);
+    expect(await endOf(untouched.done, "the other key's stream ending")).toBe("completed");
+    expect(untouched.messages.at(-1)).toEqual({ errors: [expect.objectContaining({ message: REVOKED })] });
+  });
+});
+
+describe("a bearer token past its exp", { timeout: 90_000 }, () => {
+  it("is refused on the socket it opened (4401), as over HTTP", async () => {
+    const token = await new SignJWT({ tenant_id: ws.workspaceId, sub: "dash-user" })
+      .setProtectedHeader({ alg: "HS256" })
+      .setIssuedAt()
+      .setExpirationTime("1h")
+      .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+    const client = wsClient(url, null, { Authorization: `Bearer ${token}` });
+    try {
+      const sub = await liveSubscription(client);
+      expect(await viewer(client)).toEqual([{ data: { viewer: { uuid: ws.workspaceId } } }]);
+      // Two hours on, for Date only (timers keep real time); Date stands still meanwhile, and with it
+      // waitFor's deadline: the promises below are awaited bare, under the test's timeout.
+      vi.setSystemTime(Date.now() + 2 * 3600_000);
+      try {
+        const after = subscribeWs(client, VIEWER, {});
+        const closed = await after.done.then(
+          () => "completed",
+          (e: { code?: number; reason?: string }) => ({ code: e.code, reason: e.reason }),
+        );
+        expect(closed).toEqual({ code: 4401, reason: expect.stringMatching(/expired bearer token/) });
+        expect(after.messages).toEqual([]);
+        // The socket is closed: its live subscription ended with it.
+        await expect(sub.done).rejects.toMatchObject({ code: 4401 });
+      } finally {
+        vi.useRealTimers();
+      }
+    } finally {
+      await client.dispose();
+    }
+  });
+});
+
+describe("a database lost while an operation is authenticated", { timeout: 90_000 }, () => {
+  it("refuses that operation only (SERVICE_UNAVAILABLE, to retry): the socket stays open", async () => {
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const sub = await liveSubscription(client);
+      const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+      const authenticate = vi.spyOn(t.app.core.auth, "authenticate").mockRejectedValueOnce(lost);
+      try {
+        const refused = subscribeWs(client, VIEWER, {});
+        expect(await endOf(refused.done, "the refusal")).toEqual({
+          errors: [expect.objectContaining({ extensions: { code: "SERVICE_UNAVAILABLE", retryAfter: 1 } })],
+        });
+        expect(refused.messages).toEqual([]);
+      } finally {
+        authenticate.mockRestore();
+      }
+      expect(await viewer(client)).toEqual([{ data: { viewer: { uuid: ws.workspaceId } } }]);
+      expect(sub.messages).toHaveLength(1);
+      sub.dispose();
+    } finally {
+      await client.dispose();
+    }
+  });
+});
