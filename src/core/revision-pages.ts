@@ -6,6 +6,14 @@ import { DEFAULT_PAGE_SIZE } from "./cursor-pages.js";
 import { revisionPageRows, type RevisionSummary } from "./revision-reads.js";
 
 /**
+ * What the cursors of a deployment's revisions connection are signed for: that deployment's
+ * connection alone, so that a cursor from another deployment's revisions is refused (a VALIDATION
+ * error, as a forged cursor is) instead of read as a position among this one's. The status filter
+ * is left out: the order is (created_at, id) under any filter, so a position means the same in all.
+ */
+export const revisionCursorPurpose = (deploymentId: string) => `graphql:revisions:${deploymentId.toLowerCase()}`;
+
+/**
  * Revision pages of many deployments at once: for a page of deployments, each one's first N
  * revisions (newest first, optionally only some statuses, optionally past a cursor) cost one
  * statement instead of one query per deployment. The page semantics are keysetPage's.

@@ -2,8 +2,10 @@ import { randomBytes, randomUUID } from "node:crypto";
 import v8 from "node:v8";
 import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
-import { toCursorPage } from "../../src/core/cursor-pages.js";
+import { keysetArgs, toCursorPage } from "../../src/core/cursor-pages.js";
+import { CoreError } from "../../src/core/errors.js";
 import { CursorCodec, type KeysetPage, type Position } from "../../src/core/pagination.js";
+import { revisionCursorPurpose } from "../../src/core/revision-pages.js";
 
 const codec = new CursorCodec(randomBytes(32));
 const page = (n: number): KeysetPage<Position> => ({
@@ -75,5 +77,29 @@ describe("toCursorPage", () => {
     // Dropped pages die young: with the closures, 18 MB was promoted (nearly twice what the pages made, 10 MB); now about 1 %.
     expect(promoted).toBeLessThan(made / 4);
     expect(alreadyAlive).toHaveLength(50_000);
+  });
+});
+
+describe("revisionCursorPurpose", () => {
+  it("makes a revision cursor open only on the revisions of the deployment it was signed for", () => {
+    const [a, b] = [randomUUID(), randomUUID()];
+    const position = page(1).items[0]!;
+    const cursor = toCursorPage(codec, revisionCursorPurpose(a), { items: [position], hasNextPage: false, hasPreviousPage: false }).edges[0]!.cursor;
+    expect(keysetArgs(codec, revisionCursorPurpose(a), { first: 2, after: cursor })).toEqual({ first: 2, after: position });
+    // However the deployment's id is spelled.
+    expect(keysetArgs(codec, revisionCursorPurpose(a.toUpperCase()), { before: cursor }).before).toEqual(position);
+    // Another deployment's, or the former purpose's of all deployments, is refused at its argument.
+    expect(codec.decode(revisionCursorPurpose(b), cursor)).toBeNull();
+    expect(codec.decode("graphql:revisions", cursor)).toBeNull();
+    expect(codec.decode(revisionCursorPurpose(a), toCursorPage(codec, "graphql:revisions", { items: [position], hasNextPage: false, hasPreviousPage: false }).edges[0]!.cursor)).toBeNull();
+    let error: unknown;
+    try {
+      keysetArgs(codec, revisionCursorPurpose(b), { after: cursor, before: cursor });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(CoreError);
+    expect((error as CoreError).code).toBe("VALIDATION");
+    expect((error as CoreError).issues.map((i) => i.loc)).toEqual([["query", "after"], ["query", "before"]]);
   });
 });

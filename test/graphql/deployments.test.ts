@@ -148,6 +148,46 @@ describe("deployments connection", () => {
     expect(skipped.node.revisions.edges.map((e: any) => e.node.status)).toEqual(["SKIPPED", "SKIPPED"]);
   });
 
+  it("takes a revision cursor only on the revisions of the deployment it came from", async () => {
+    const withRevisions = async () => {
+      const d = await createDeployment(t, ws.apiKey);
+      for (let i = 0; i < 2; i++) await gqlOk(t, ws.apiKey, `mutation($d: ID!) { revisionCreate(deploymentId: $d, input: {}) { revision { id } } }`, { d: d.id });
+      return d;
+    };
+    const a = await withRevisions();
+    const b = await withRevisions();
+    const PAGE = `revisions(first: $first, after: $after, last: $last, before: $before, status: $s) {
+      edges { cursor node { id } } pageInfo { hasNextPage hasPreviousPage endCursor } }`;
+    const VARS = "$first: Int, $after: String, $last: Int, $before: String, $s: [RevisionStatus!]";
+    const q = `query($id: ID!, ${VARS}) { node(id: $id) { ... on Deployment { ${PAGE} } } }`;
+    const revisionsOf = async (d: { id: string }, args: Record<string, unknown>) => (await gqlOk(t, ws.apiKey, q, { id: d.id, ...args })).node.revisions;
+    const allOfA = await revisionsOf(a, { first: 100 });
+    const cursorOfA = allOfA.edges[0].cursor;
+
+    // On its own deployment the cursor pages on, under any status filter (the order is the same).
+    expect((await revisionsOf(a, { first: 100, after: cursorOfA })).edges.map((e: any) => e.node.id)).toEqual(allOfA.edges.slice(1).map((e: any) => e.node.id));
+    expect((await revisionsOf(a, { first: 100, after: cursorOfA, s: ["SKIPPED"] })).edges).toHaveLength(2);
+
+    // On another deployment it is refused as a forged cursor is, rather than read as a position there.
+    for (const args of [{ after: cursorOfA }, { last: 1, before: allOfA.edges[2].cursor }]) {
+      const res = await gql(t, ws.apiKey, q, { id: b.id, ...args });
+      expect(res.errors, JSON.stringify(args)).toEqual([expect.objectContaining({ path: ["node", "revisions"], extensions: { code: "BAD_USER_INPUT" } })]);
+      expect(res.errors![0]!.message).toMatch(/^(after|before): Value error, invalid cursor: pass a cursor from this connection/);
+    }
+
+    // Each deployment of one operation takes its own cursor (pages loaded together), and only its own.
+    const both = `query($a: ID!, $b: ID!, $ca: String, $cb: String) {
+      a: node(id: $a) { ... on Deployment { revisions(first: 1, after: $ca) { edges { node { id } } } } }
+      b: node(id: $b) { ... on Deployment { revisions(first: 1, after: $cb) { edges { node { id } } } } } }`;
+    const cursorOfB = (await revisionsOf(b, { first: 1 })).pageInfo.endCursor;
+    const own = await gqlOk(t, ws.apiKey, both, { a: a.id, b: b.id, ca: cursorOfA, cb: cursorOfB });
+    expect(own.a.revisions.edges).toHaveLength(1);
+    expect(own.b.revisions.edges).toHaveLength(1);
+    const swapped = await gql(t, ws.apiKey, both, { a: a.id, b: b.id, ca: cursorOfB, cb: cursorOfA });
+    expect(swapped.errors?.map((e) => e.path)).toEqual(expect.arrayContaining([["a", "revisions"], ["b", "revisions"]]));
+    expect(swapped.errors?.every((e) => e.extensions?.code === "BAD_USER_INPUT")).toBe(true);
+  });
+
   it("shows a stored resource spec and listener config field by field, and a stored value of the wrong shape as null", async () => {
     const d = await createDeployment(t, ws.apiKey, {
       sourceConfig: {

@@ -1,5 +1,6 @@
 import type { GraphQLResolveInfo } from "graphql";
 import type { LatestRevisionRead } from "../../core/deployment-reads.js";
+import { revisionCursorPurpose } from "../../core/revision-pages.js";
 import type { RevisionSummary } from "../../core/revision-reads.js";
 import type { RevisionConfig } from "../../core/revisions.js";
 import type { DeploymentWithRevision } from "../../core/deployments.js";
@@ -107,11 +108,13 @@ builder.node(DeploymentRef, {
         complexity: pageComplexity,
         resolve: async (d, args, ctx, info) => {
           const statuses = args.status ? [...new Set<RevisionStatus>(args.status)] : undefined;
-          const keyset = ctx.core.batch.keysetArgs("graphql:revisions", args);
+          // Cursors are this deployment's own: opened (and signed, when selected) for its id.
+          const purpose = revisionCursorPurpose(d.id);
+          const keyset = ctx.core.batch.keysetArgs(purpose, args);
           // Without pageInfo in the selection, no page needs a row past its end to say whether more follow.
           const probe = selectsAny(info, [], PAGE_INFO);
           const page = await ctx.loaders.revisionPage(keyset, statuses, probe).load(d.id);
-          return connection(ctx.core.batch.toRelay("graphql:revisions", page), () => ctx.loaders.revisionCount(statuses).load(d.id));
+          return connection(ctx.core.batch.toRelay(purpose, page), () => ctx.loaders.revisionCount(statuses).load(d.id));
         },
       },
       { name: "RevisionConnection" },
