@@ -204,3 +204,23 @@ describe.each(subjects)("$name", (s) => {
     expect(hundred.errors).toBeUndefined();
   });
 });
+
+describe("cursors of a connection scoped to a parent", () => {
+  it("takes an agent's connection cursor only for that agent, as Deployment.revisions does its deployment's", async () => {
+    const ws = await t.workspace();
+    for (const agent of ["agent-a", "agent-b"]) {
+      for (let i = 0; i < 2; i++) {
+        const token = await storeToken(t, ws.apiKey);
+        await gqlOk(t, ws.apiKey, `mutation($a: String!, $o: String!) { agentConnectionCreate(agentId: $a, input: {oauthTokenId: $o}) { agentConnection { id } } }`, { a: agent, o: token.id });
+      }
+    }
+    const q = `query($a: String!, ${VARS}) { agentConnections(agentId: $a, ${ARGS}) { ${PAGE} } }`;
+    const ofA: Page = (await gqlOk(t, ws.apiKey, q, { a: "agent-a", first: 1 })).agentConnections;
+    const next: Page = (await gqlOk(t, ws.apiKey, q, { a: "agent-a", first: 1, after: ofA.pageInfo.endCursor })).agentConnections;
+    expect(next.edges).toHaveLength(1);
+    expect(next.edges[0]!.node.id).not.toBe(ofA.edges[0]!.node.id);
+    const res = await gql(t, ws.apiKey, q, { a: "agent-b", first: 1, after: ofA.pageInfo.endCursor });
+    expect(res.errors).toEqual([expect.objectContaining({ extensions: { code: "BAD_USER_INPUT" } })]);
+    expect(res.errors![0]!.message).toMatch(/^after: Value error, invalid cursor: pass a cursor from this connection/);
+  });
+});

@@ -35,7 +35,8 @@ builder.queryField("agentConnections", (t) =>
       resolve: async (_root, { agentId, ...args }, ctx) => {
         const agent = ctx.core.batch.parseAgentId(agentId);
         return connection(
-          await ctx.core.batch.relay("graphql:agent-connections", args, (keyset) => ctx.core.connections.keyset(ctx.tenant, agent, keyset)),
+          // Cursors are this agent's own: another agent's are refused, as a forged one is.
+          await ctx.core.batch.relay(`graphql:agent-connections:${agent}`, args, (keyset) => ctx.core.connections.keyset(ctx.tenant, agent, keyset)),
           () => ctx.core.batch.connectionCount(ctx.tenant, agent),
         );
       },
