@@ -13,14 +13,11 @@ import { Watcher } from "./watch.js";
 import { PushTokenService } from "./push-tokens.js";
 import type { Registry } from "./registry/index.js";
 import { UploadService } from "./uploads.js";
-import { OAuthClient } from "./oauth-client.js";
+import { OAuthClient, PROVIDER_TIMEOUT_SECONDS } from "./oauth-client.js";
 import { type OAuthSettings, ProviderService } from "./oauth-providers.js";
 import { TokenVault } from "./oauth-tokens.js";
 import { FlowService } from "./oauth-flows.js";
 import { RepositoryService } from "./repositories.js";
-
-/** Seconds each request to an OAuth provider may take. */
-const PROVIDER_TIMEOUT_SECONDS = 10;
 
 /** The core: one service per resource, all over the same dependencies. Faces call only this. */
 export function createCore(

@@ -46,6 +46,9 @@ export interface DiscoveredProvider {
   usesPkce: boolean;
 }
 
+/** Seconds each request to an OAuth provider may take (the client's `timeoutSeconds` in the service). */
+export const PROVIDER_TIMEOUT_SECONDS = 10;
+
 export interface OAuthClientSettings {
   /** Whether http:// endpoints are allowed (a provider on this machine, tests); https only otherwise. */
   allowHttp: boolean;

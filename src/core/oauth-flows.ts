@@ -7,7 +7,7 @@ import type { CoreDeps } from "./context.js";
 import { badRequest, CoreError, notFound } from "./errors.js";
 import { Channel, Wakeup } from "./feeds.js";
 import { inOrder, uuidsOnly } from "./batch-reads.js";
-import type { OAuthClient } from "./oauth-client.js";
+import { type OAuthClient, PROVIDER_TIMEOUT_SECONDS } from "./oauth-client.js";
 import { endpointsOf, type OAuthSettings, type ProviderService, redirectUri } from "./oauth-providers.js";
 import type { TokenVault } from "./oauth-tokens.js";
 import { authenticateSchema, type CallbackQuery, callbackQuerySchema, finalizeSchema, waitQuerySchema } from "./schemas/oauth.js";
@@ -44,11 +44,25 @@ const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
 const RECHECK_MS = 5_000;
 /** Flows are deleted a day after they expire. */
 const KEEP_EXPIRED_MS = 24 * 3600_000;
+/**
+ * How long past its expiry a flow whose code is at the token endpoint (stored `exchanging`) still
+ * counts as pending: its callback came in time, so the exchange decides. That exchange is one request
+ * of at most PROVIDER_TIMEOUT_SECONDS, and storing its answer takes a moment more. A flow still
+ * exchanging after that (its process died mid-exchange) has expired, and an exchange that ends later
+ * stores nothing.
+ */
+const EXCHANGE_GRACE_MS = (PROVIDER_TIMEOUT_SECONDS + 5) * 1000;
+
+/** When a flow that has not ended expires: its expiry, or, while its code is exchanged, that plus the grace. */
+const expiryOf = (flow: OAuthFlow) => flow.expiresAt.getTime() + (flow.status === "exchanging" ? EXCHANGE_GRACE_MS : 0);
 
 export function flowStatus(flow: OAuthFlow, now = Date.now()): FlowStatus {
   if (flow.status === "completed" || flow.status === "failed" || flow.status === "expired") return flow.status;
-  return flow.expiresAt.getTime() <= now ? "expired" : "pending";
+  return expiryOf(flow) <= now ? "expired" : "pending";
 }
+
+/** The final write of an exchange found the flow no longer its own: the transaction that stored its token is undone. */
+class ClaimLost extends Error {}
 
 const isDone = (flow: OAuthFlow) => flowStatus(flow) !== "pending";
 
@@ -139,8 +153,10 @@ export class FlowService {
         if (!flow) return { status: "not_found", accessToken: null };
         const status = flowStatus(flow);
         if (status === "completed") return { status, accessToken: await this.tokenOf(tenant, flow) };
+        // Stored as expired before the waiter is told so: an exchange still running cannot complete it after.
+        if (status === "expired" && !(await this.expire(flow))) continue;
         if (status !== "pending") throw ended(flow, status);
-        const left = Math.min(deadline, flow.expiresAt.getTime()) - Date.now();
+        const left = Math.min(deadline, expiryOf(flow)) - Date.now();
         if (left <= 0) return { status: timeout === 0 ? "pending" : "timeout", accessToken: null };
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([wakeup.wait(), aborted, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
@@ -165,7 +181,7 @@ export class FlowService {
     const unsubscribe = this.deps.events.subscribe(topics.oauthFlow(id), (event) => {
       if (event.workspaceId === tenant.workspaceId) wakeup.ring();
     });
-    const first = await this.get(tenant, id).catch((err: unknown) => {
+    const first = await this.settled(tenant, id).catch((err: unknown) => {
       unsubscribe();
       throw err;
     });
@@ -182,15 +198,17 @@ export class FlowService {
 
   private async follow(tenant: Tenant, first: OAuthFlow, wakeup: Wakeup, channel: Channel<OAuthFlow>) {
     let last = flowStatus(first);
+    let seen = first;
     try {
       while (!channel.closed) {
-        const left = first.expiresAt.getTime() - Date.now();
+        const left = expiryOf(seen) - Date.now();
         let timer: NodeJS.Timeout | undefined;
         await Promise.race([wakeup.wait(), new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(left, 0) + 10)))]);
         clearTimeout(timer);
         if (channel.closed) return;
-        const flow = await this.get(tenant, first.id);
+        const flow = await this.settled(tenant, first.id);
         if (!flow) return channel.end();
+        seen = flow;
         const status = flowStatus(flow);
         if (status === last) continue;
         last = status;
@@ -200,6 +218,26 @@ export class FlowService {
     } catch (err) {
       channel.end(err);
     }
+  }
+
+  /** The caller's flow (or null), stored as expired first if its time ran out (see `expire`). */
+  private async settled(tenant: Tenant, flowId: string): Promise<OAuthFlow | null> {
+    for (;;) {
+      const flow = await this.get(tenant, flowId);
+      if (!flow || flowStatus(flow) !== "expired") return flow;
+      if (await this.expire(flow)) return { ...flow, status: "expired" };
+    }
+  }
+
+  /**
+   * Stores a flow whose time ran out as expired, unless it changed since it was read (false: read it
+   * again). Whoever reports a flow expired stores it so first: an exchange of its code that is still
+   * running then finds it no longer its own and stores nothing.
+   */
+  private async expire(flow: OAuthFlow): Promise<boolean> {
+    if (flow.status === "expired") return true;
+    const why = flow.status === "exchanging" ? "the code exchange did not end in time" : "the authorization expired before the provider called back";
+    return this.end(flow, "expired", why);
   }
 
   private async start(tenant: Tenant, provider: OAuthProvider, scopes: string[], isDefault: boolean, origin: string | null) {
@@ -234,24 +272,33 @@ export class FlowService {
 
   private async complete(providerId: string, query: Partial<CallbackQuery>, caller: Tenant | null): Promise<CallbackResult> {
     const found = query.state ? await this.byState(providerId, query.state, caller) : null;
+    const now = Date.now();
     if (query.error) {
       const refusal = `the provider refused the authorization (${query.error}${query.error_description ? `: ${query.error_description}` : ""})`;
-      if (found && flowStatus(found.flow) === "pending") await this.end(found.flow, "failed", refusal);
+      // The refusal fails a flow still waiting for its callback. Once a callback has claimed it (its
+      // code is being exchanged) or it has completed or failed, the state is used and that outcome
+      // stands; a flow whose time ran out is left to say so.
+      if (found && flowStatus(found.flow, now) !== "expired") {
+        const failed = found.flow.status === "pending" && (await this.end(found.flow, "failed", refusal));
+        if (!failed) throw alreadyUsed(found.flow);
+      }
       throw badRequest(`Authorization failed: ${refusal}.`);
     }
     if (!query.code || !query.state) throw badRequest("The callback needs the code and state the provider sent back.");
     if (!found) throw badRequest("Unknown or already used state: this callback belongs to no authorization in progress. Start a new one with POST /v2/auth/authenticate.");
     const { flow, provider } = found;
-    const status = flowStatus(flow);
+    const status = flowStatus(flow, now);
     if (status === "expired") {
-      await this.end(flow, "expired", "the authorization expired before the provider called back");
-      throw badRequest(`Authorization ${flow.id} expired at ${flow.expiresAt.toISOString()}: start a new one with POST /v2/auth/authenticate.`);
+      await this.expire(flow);
+      throw ended(flow, "expired");
     }
-    // Single use: only the first callback with this state moves the flow on.
-    const claimed = await this.deps.prisma.oAuthFlow.updateMany({ where: { id: flow.id, status: "pending" }, data: { status: "exchanging" } });
-    if (status !== "pending" || claimed.count === 0) {
-      throw badRequest(`Authorization ${flow.id} has already been used (state is single use): start a new one with POST /v2/auth/authenticate.`);
-    }
+    // Single use: only the first callback with this state moves the flow on, and only in time.
+    const claimed = await this.deps.prisma.oAuthFlow.updateMany({
+      where: { id: flow.id, status: "pending", expiresAt: { gt: new Date(now) } },
+      data: { status: "exchanging" },
+    });
+    if (status !== "pending" || claimed.count === 0) throw alreadyUsed(flow);
+    const exchanging: OAuthFlow = { ...flow, status: "exchanging" };
     const tenant: Tenant = { organizationId: provider.organizationId, workspaceId: flow.workspaceId, actor: flow.owner };
     const callbackUrl = new URL(flow.redirectUri);
     for (const [k, v] of Object.entries({ code: query.code, state: query.state, iss: query.iss })) if (v) callbackUrl.searchParams.set(k, v);
@@ -263,14 +310,28 @@ export class FlowService {
         redirectUri: flow.redirectUri,
       });
     } catch (err) {
-      await this.end(flow, "failed", err instanceof CoreError ? err.message : "the code exchange failed");
+      await this.end(exchanging, "failed", err instanceof CoreError ? err.message : "the code exchange failed");
       throw err;
     }
-    const result = await this.deps.prisma.$transaction(async (tx) => {
-      const token = await this.vault.store(tx, tenant, provider, tokens, { requestedScopes: flow.scopes, isDefault: flow.isDefault });
-      const done = await tx.oAuthFlow.update({ where: { id: flow.id }, data: { status: "completed", tokenId: token.id, message: "" } });
-      return { flow: done, token };
-    });
+    let result: CallbackResult;
+    try {
+      result = await this.deps.prisma.$transaction(async (tx) => {
+        const token = await this.vault.store(tx, tenant, provider, tokens, { requestedScopes: flow.scopes, isDefault: flow.isDefault });
+        // Compare-and-set: the flow is completed only while this callback's claim stands and its time
+        // (with the grace) has not run out; otherwise the token is not kept either.
+        const [done] = await tx.oAuthFlow.updateManyAndReturn({
+          where: { id: flow.id, status: "exchanging", expiresAt: { gt: new Date(Date.now() - EXCHANGE_GRACE_MS) } },
+          data: { status: "completed", tokenId: token.id, message: "" },
+        });
+        if (!done) throw new ClaimLost();
+        return { flow: done, token };
+      });
+    } catch (err) {
+      if (!(err instanceof ClaimLost)) throw err;
+      // Only its time running out takes a flow from the callback exchanging its code.
+      await this.expire(exchanging);
+      throw ended(flow, "expired");
+    }
     await this.publish(result.flow);
     return result;
   }
@@ -284,9 +345,15 @@ export class FlowService {
     return { flow: row as OAuthFlow, provider };
   }
 
-  private async end(flow: OAuthFlow, status: "failed" | "expired", message: string) {
-    const { count } = await this.deps.prisma.oAuthFlow.updateMany({ where: { id: flow.id, status: { in: ["pending", "exchanging"] } }, data: { status, message } });
+  /**
+   * Ends a flow that has not ended, as failed or expired: a compare-and-set from the status it was read
+   * with (`flow.status`), so that whoever changed it since wins. Whether this call ended it.
+   */
+  private async end(flow: OAuthFlow, status: "failed" | "expired", message: string): Promise<boolean> {
+    if (flow.status !== "pending" && flow.status !== "exchanging") return false;
+    const { count } = await this.deps.prisma.oAuthFlow.updateMany({ where: { id: flow.id, status: flow.status }, data: { status, message } });
     if (count > 0) await this.publish({ ...flow, status });
+    return count > 0;
   }
 
   private publish(flow: Pick<OAuthFlow, "id" | "workspaceId" | "status">) {
@@ -299,6 +366,10 @@ export class FlowService {
     return token ? this.vault.freshAccessToken(tenant, token) : null;
   }
 }
+
+/** A callback for a flow another callback has already claimed, or that has ended. */
+const alreadyUsed = (flow: OAuthFlow) =>
+  badRequest(`Authorization ${flow.id} has already been used (state is single use): start a new one with POST /v2/auth/authenticate.`);
 
 /** A failed or expired flow, as the 400 that says so. */
 function ended(flow: OAuthFlow, status: FlowStatus): CoreError {

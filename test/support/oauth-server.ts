@@ -27,10 +27,21 @@ export interface OAuthServer {
   readonly grants: string[];
   /** Revocation requests seen (token type hints). */
   readonly revocations: string[];
+  /**
+   * Holds every request to the token endpoint from now on (a slow provider) until `release()`, which
+   * lets the held ones and every later one through. `arrived` counts the requests held so far: a test
+   * waits on it to know that an exchange is at the provider.
+   */
+  holdTokenEndpoint(): TokenEndpointHold;
   /** Stops answering (the provider is down) until resume(); the port stays reserved. */
   pause(): Promise<void>;
   resume(): Promise<void>;
   close(): Promise<void>;
+}
+
+export interface TokenEndpointHold {
+  readonly arrived: number;
+  release(): void;
 }
 
 export interface OAuthServerOptions {
@@ -94,6 +105,8 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
   provider.on("server_error", () => {});
 
   const handle = provider.callback();
+  /** While a test holds the token endpoint: the gate its requests wait at, and how many came. */
+  let tokenHold: { gate: Promise<void>; arrived: number } | null = null;
   const accounts = new Map<string, { account: string; deny: boolean }>();
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", issuer);
@@ -117,6 +130,12 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
     }
     // RFC 8414 metadata: the same document as OpenID discovery.
     if (url.pathname === "/.well-known/oauth-authorization-server") req.url = "/.well-known/openid-configuration";
+    if (url.pathname === "/token" && tokenHold) {
+      // The body stays unread in the socket until the gate opens; the provider then reads it as usual.
+      tokenHold.arrived++;
+      void tokenHold.gate.then(() => handle(req, res));
+      return;
+    }
     handle(req, res);
   });
 
@@ -161,6 +180,20 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
         url = new URL(location, url);
       }
       throw new Error("too many redirects");
+    },
+    holdTokenEndpoint() {
+      let open!: () => void;
+      const held = { gate: new Promise<void>((resolve) => (open = resolve)), arrived: 0 };
+      tokenHold = held;
+      return {
+        get arrived() {
+          return held.arrived;
+        },
+        release() {
+          if (tokenHold === held) tokenHold = null;
+          open();
+        },
+      };
     },
     async pause() {
       if (paused) return;
