@@ -17,7 +17,7 @@ afterAll(() => t.close());
 type Doc = { paths: Record<string, Record<string, { parameters?: { name: string; in: string }[]; responses: Record<string, unknown>; security: unknown[]; requestBody?: unknown }>> };
 
 group("openapi.json", () => {
-  it("is the document /openapi.json serves (run `npm run openapi:print > openapi.json` after changing a route)", async () => {
+  it("is the document /openapi.json serves (run `npm run -s openapi:print > openapi.json` after changing a route)", async () => {
     const res = await t.request("GET", "/openapi.json");
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^application\/json/);
