@@ -219,6 +219,8 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
     metrics,
   });
   const graphqlAnswer = { description: "A GraphQL response ({data, errors}); an event stream for subscriptions asked with Accept: text/event-stream", schema: jsonObject };
+  // The limits ahead of every route answer /graphql as GraphQL too (middleware/refusal.ts).
+  const graphqlRefusal = (description: string, headers?: Record<string, string>) => ({ description: `A GraphQL response whose one error says: ${description}`, schema: jsonObject, ...(headers && { headers }) });
   http.on(
     ["GET", "POST", "OPTIONS"],
     GRAPHQL_PATH,
@@ -226,7 +228,18 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
       {
         tag: "GraphQL",
         summary: "The GraphQL API (GraphQL over HTTP; subscriptions over SSE here, or graphql-ws on the same path). In a browser, GET opens GraphiQL.",
-        responses: { 200: graphqlAnswer, 400: graphqlAnswer, 401: graphqlAnswer, 403: graphqlAnswer, 405: graphqlAnswer, 406: graphqlAnswer, 415: graphqlAnswer, 503: graphqlAnswer },
+        responses: {
+          200: graphqlAnswer,
+          400: graphqlAnswer,
+          401: graphqlAnswer,
+          403: graphqlAnswer,
+          405: graphqlAnswer,
+          406: graphqlAnswer,
+          413: graphqlRefusal("the body is larger than the limit (REQUEST_ENTITY_TOO_LARGE)."),
+          415: graphqlAnswer,
+          429: graphqlRefusal("too many requests, or failed authentications (RATE_LIMITED, with extensions.retryAfter).", { "Retry-After": "Seconds to wait before retrying." }),
+          503: graphqlAnswer,
+        },
       },
       async (c) => {
         const answerBytes: AnswerSink = { bytes: null };

@@ -29,16 +29,30 @@ const HTTP_STATUS: Partial<Record<ErrorCode, number>> = { UNAUTHENTICATED: 401, 
 export function toGraphQLError(err: CoreError, path?: readonly (string | number)[]): GraphQLError {
   const message =
     err.code === "VALIDATION" ? err.issues.map((i) => `${fieldPath(i.loc).join(".")}: ${i.msg}`).join("; ") : err.message;
-  const status = HTTP_STATUS[err.code];
   const retry = err.code === "UNAVAILABLE" ? UNAVAILABLE_RETRY_AFTER_SECONDS : null;
-  return new GraphQLError(message, {
-    path,
-    extensions: {
-      code: EXTENSION_CODE[err.code],
-      ...(retry !== null && { retryAfter: retry }),
-      ...(status && { http: { status, ...(retry !== null && { headers: { "Retry-After": String(retry) } }) } }),
-    },
-  });
+  return new GraphQLError(message, { path, extensions: refusalExtensions(EXTENSION_CODE[err.code], HTTP_STATUS[err.code], retry) });
+}
+
+/**
+ * A request refused as a whole before yoga reads it (a limit: the caller's rate, the body size), as
+ * the one error of its GraphQL answer: in the words REST's `{detail}` uses, with the status and
+ * Retry-After of REST's answer in extensions.http, where yoga's result processors take them from.
+ */
+export function requestRefusal(message: string, code: string, status: number, retryAfterSeconds: number | null): GraphQLError {
+  return new GraphQLError(message, { extensions: refusalExtensions(code, status, retryAfterSeconds) });
+}
+
+/**
+ * What an error that refuses says besides its message: its code; when to retry (`retryAfter`,
+ * seconds), for every transport; and over HTTP (extensions.http, which yoga turns into the answer's
+ * status and headers and leaves out of its body) the status, with Retry-After.
+ */
+function refusalExtensions(code: string, status: number | undefined, retryAfter: number | null) {
+  return {
+    code,
+    ...(retryAfter !== null && { retryAfter }),
+    ...(status && { http: { status, ...(retryAfter !== null && { headers: { "Retry-After": String(retryAfter) } }) } }),
+  };
 }
 
 export type UserErrorCode = "INVALID" | "NOT_FOUND" | "CONFLICT" | "NOT_ALLOWED";

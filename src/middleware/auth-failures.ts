@@ -1,12 +1,14 @@
 import type { MiddlewareHandler } from "hono";
 import { clientAddress, EXEMPT } from "./limits.js";
 import { authFailuresMessage, type CallerLimits } from "./caller-limits.js";
+import { refuse } from "./refusal.js";
 
 /**
  * Failed authentications per client address (limits.authFailuresPerMinute; 0 turns it off): every
  * answer 401, REST or /graphql, counts one; once an address has spent its minute's worth, its
- * requests answer 429 with Retry-After before anything authenticates them. Made-up keys, rotated so
- * that no per-key rate bucket ever fills, would otherwise each cost a database lookup.
+ * requests answer 429 with Retry-After (on /graphql a RATE_LIMITED error) before anything
+ * authenticates them. Made-up keys, rotated so that no per-key rate bucket ever fills, would
+ * otherwise each cost a database lookup.
  */
 export function limitFailedAuthentications(limits: CallerLimits): MiddlewareHandler {
   if (limits.authFailuresPerMinute === 0) return (_c, next) => next();
@@ -15,8 +17,11 @@ export function limitFailedAuthentications(limits: CallerLimits): MiddlewareHand
     const address = clientAddress(c);
     const allowed = limits.mayAuthenticate(address);
     if (!allowed.ok) {
-      return c.json({ detail: authFailuresMessage(limits.authFailuresPerMinute, allowed.retryAfterSeconds) }, 429, {
-        "Retry-After": String(allowed.retryAfterSeconds),
+      return refuse(c, {
+        status: 429,
+        message: authFailuresMessage(limits.authFailuresPerMinute, allowed.retryAfterSeconds),
+        code: "RATE_LIMITED",
+        retryAfterSeconds: allowed.retryAfterSeconds,
       });
     }
     await next();

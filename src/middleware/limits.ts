@@ -3,15 +3,16 @@ import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type CallerLimits, callerKey } from "./caller-limits.js";
 import { credentialsFrom } from "./credentials.js";
+import { refuse } from "./refusal.js";
 
 /**
  * Bodies over `maxBytes` answer 413 before anything parses them: a declared Content-Length is
  * checked up front, a streamed body is counted as it arrives and never buffered past the limit.
  * Installed ahead of every route, so REST and /graphql share it (yoga's own limit is off: see
- * graphql/server.ts). GET and HEAD are passed straight on.
+ * graphql/server.ts), each answered in its own shape (refusal.ts). GET and HEAD are passed straight on.
  */
 export function limitBodySize(maxBytes: number): MiddlewareHandler {
-  const tooLarge = (c: Context) => c.json({ detail: `Request body too large: the limit is ${maxBytes} bytes.` }, 413);
+  const tooLarge = (c: Context) => refuse(c, { status: 413, message: `Request body too large: the limit is ${maxBytes} bytes.`, code: "REQUEST_ENTITY_TOO_LARGE" });
   const streamed = bodyLimit({ maxSize: maxBytes, onError: tooLarge });
   return (c, next) => {
     // GET and HEAD carry no body to limit.
@@ -39,18 +40,22 @@ export function clientAddress(c: Context): string {
 /** Probes must not be throttled: an orchestrator would restart a healthy replica. */
 export const EXEMPT = new Set(["/healthz", "/readyz", "/metrics"]);
 
-/** 429 with Retry-After once a caller exceeds its rate (limits.ratePerMinute; 0 turns it off). */
+/**
+ * 429 with Retry-After once a caller exceeds its rate (limits.ratePerMinute; 0 turns it off); on
+ * /graphql a RATE_LIMITED error with retryAfter, as graphql-ws answers an operation past the rate.
+ */
 export function rateLimit(limits: CallerLimits): MiddlewareHandler {
   if (limits.ratePerMinute === 0) return (_c, next) => next();
   return async (c, next) => {
     if (EXEMPT.has(c.req.path)) return next();
     const result = limits.request(callerKey(credentialsFrom(c.req.raw.headers), clientAddress(c)));
     if (!result.ok) {
-      return c.json(
-        { detail: `Rate limit exceeded: at most ${limits.ratePerMinute} requests per minute. Retry after ${result.retryAfterSeconds} s.` },
-        429,
-        { "Retry-After": String(result.retryAfterSeconds) },
-      );
+      return refuse(c, {
+        status: 429,
+        message: `Rate limit exceeded: at most ${limits.ratePerMinute} requests per minute. Retry after ${result.retryAfterSeconds} s.`,
+        code: "RATE_LIMITED",
+        retryAfterSeconds: result.retryAfterSeconds,
+      });
     }
     return next();
   };

@@ -71,7 +71,11 @@ describe("failed authentications are limited per client address", () => {
       statuses.push(res.status);
       if (res.status === 429) {
         expect(res.headers.get("retry-after")).toMatch(/^[1-9]\d*$/);
-        expect(await res.json()).toEqual({ detail: expect.stringMatching(/failed authentications/) });
+        const message = expect.stringMatching(/failed authentications/);
+        // Each face in its own shape: GraphQL's errors, REST's detail.
+        expect(await res.json()).toEqual(
+          path === "/graphql" ? { errors: [{ message, extensions: { code: "RATE_LIMITED", retryAfter: Number(res.headers.get("retry-after")) } }] } : { detail: message },
+        );
       }
     }
     expect(statuses.slice(0, 10)).toEqual(Array(10).fill(401));

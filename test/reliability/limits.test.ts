@@ -125,13 +125,15 @@ describe("request body limit", () => {
     expect(statuses).toEqual(new Set([401]));
   });
 
-  it("covers /graphql too", async () => {
+  it("covers /graphql too, answered as GraphQL (graphql-limits.test.ts has the rest)", async () => {
     const query = JSON.stringify({ query: `{ __typename }`, padding: "y".repeat(3000) });
+    const tooLarge = { errors: [{ message: "Request body too large: the limit is 1024 bytes.", extensions: { code: "REQUEST_ENTITY_TOO_LARGE" } }] };
     const viaFetch = await t.request("POST", "/graphql", { key: ws.apiKey, rawBody: query, headers: { "content-type": "application/json" } });
     expect(viaFetch.status).toBe(413);
-    expect(viaFetch.body.detail).toContain("1024 bytes");
+    expect(viaFetch.body).toEqual(tooLarge);
     const viaHttp = await post(url, "/graphql", query, { "x-api-key": ws.apiKey });
     expect(viaHttp.status).toBe(413);
+    expect(JSON.parse(viaHttp.text)).toEqual(tooLarge);
   });
 });
 
@@ -160,6 +162,7 @@ describe("rate limit", () => {
     const graphql = await t.request("POST", "/graphql", { key: a.apiKey, body: { query: "{ __typename }" } });
     expect(graphql.status).toBe(429);
     expect(graphql.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(graphql.body.errors[0].extensions).toEqual({ code: "RATE_LIMITED", retryAfter: Number(graphql.headers.get("retry-after")) });
     expect((await t.request("GET", "/v2/listeners", { key: b.apiKey })).status).toBe(200);
     // Probes are never throttled.
     for (let i = 0; i < 10; i++) expect((await t.request("GET", "/healthz")).status).toBe(200);

@@ -74,15 +74,17 @@ export function expectGraphQLAnswer(res: TestResponse, payloadFields: string[] =
   expect(res.status, where).toBeLessThan(500);
   // GraphQL over HTTP: an Accept it cannot satisfy (406) or a body type it does not read (415).
   if (res.status === 406 || res.status === 415) return true;
-  // The body limit, ahead of every route (REST and /graphql alike), answers as REST does.
+  const type = res.headers.get("content-type") ?? "";
+  const streamed = () => [...res.text.matchAll(/^event: next\ndata: (.*)$/gm)].map((m) => JSON.parse(m[1]!) as unknown);
+  // The body limit, ahead of every route (REST and /graphql alike), answers /graphql as GraphQL.
   if (res.status === 413) {
-    expect(res.body, where).toEqual({ detail: expect.any(String) });
+    const tooLarge = { errors: [{ message: expect.any(String), extensions: { code: "REQUEST_ENTITY_TOO_LARGE" } }] };
+    expect(type.startsWith("text/event-stream") ? streamed() : [res.body], where).toEqual([tooLarge]);
     return true;
   }
   expect([200, 400, 401, 403].includes(res.status), `unexpected status: ${where}`).toBe(true);
-  const type = res.headers.get("content-type") ?? "";
   if (type.startsWith("text/event-stream")) {
-    const results = [...res.text.matchAll(/^event: next\ndata: (.*)$/gm)].map((m) => JSON.parse(m[1]!) as unknown);
+    const results = streamed();
     expect(results.length, where).toBeGreaterThan(0);
     return results.map((r) => expectResult(r, res.status, payloadFields, where)).some(Boolean);
   }
