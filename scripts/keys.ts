@@ -7,11 +7,11 @@ import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../src/config.js";
 import { ApiKeyService } from "../src/core/api-keys.js";
 import { CoreError } from "../src/core/errors.js";
-import { openDatabase } from "../src/db/client.js";
-import { lockDataDir, StartupError } from "../src/db/data-dir-lock.js";
+import { StartupError } from "../src/db/data-dir-lock.js";
 import { migrate, readMigrations } from "../src/db/migrate.js";
 import { createEventBus } from "../src/events/index.js";
 import { createLogger } from "../src/logger.js";
+import { openScriptDatabase } from "./lib/database.js";
 
 const USAGE = `usage:
   npm run keys -- create [--workspace <workspace id>] [--org-wide] [--name <label>]
@@ -31,8 +31,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const config = loadConfig();
   const logger = createLogger(process.env.LOG_LEVEL ?? "warn");
-  const lock = config.database.kind === "pglite" && config.database.dataDir ? lockDataDir(config.dataDir, `npm run keys -- ${command}`) : null;
-  const db = await openDatabase(config.database, { poolSize: 2 });
+  const { db, close } = await openScriptDatabase(config, `npm run keys -- ${command}`);
   try {
     await migrate(db.sql, await readMigrations());
     const events = await createEventBus(db, config.database.kind === "postgres" ? config.database.url : null, logger);
@@ -66,8 +65,7 @@ async function main(argv: string[]): Promise<number> {
     }
     return 0;
   } finally {
-    await db.close();
-    lock?.release();
+    await close();
   }
 }
 

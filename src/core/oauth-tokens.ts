@@ -155,9 +155,10 @@ export class TokenVault {
     if (!token.expiresAt || token.expiresAt.getTime() - Date.now() > REFRESH_MARGIN_MS) return open(token);
     if (!token.refreshToken) return expired(token) ? null : open(token);
     const provider = await this.deps.data(tenant).oAuthProvider.findUniqueOrThrow({ where: { id: token.oauthProviderId } });
+    const refreshToken = this.deps.secrets.open(token.refreshToken);
     let refreshed: TokenSet;
     try {
-      refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider), this.deps.secrets.open(token.refreshToken));
+      refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider), refreshToken);
     } catch (err) {
       // Another replica may have refreshed it a moment ago (and, with rotation, spent the old refresh token).
       const now = await this.deps.data(tenant).oAuthToken.findUnique({ where: { id: token.id } });
@@ -169,14 +170,20 @@ export class TokenVault {
     // Compare-and-set on the refresh token read: a concurrent refresh that landed first wins.
     const data = {
       accessToken: this.deps.secrets.seal(refreshed.accessToken),
-      refreshToken: refreshed.refreshToken ? this.deps.secrets.seal(refreshed.refreshToken) : token.refreshToken,
+      ...(refreshed.refreshToken && { refreshToken: this.deps.secrets.seal(refreshed.refreshToken) }),
       tokenType: refreshed.tokenType,
       expiresAt: refreshed.expiresAt,
       ...(refreshed.scopes && { scopes: refreshed.scopes }),
     };
     const updated = await this.deps.data(tenant).$transaction(async (tx) => {
-      const { count } = await tx.oAuthToken.updateMany({ where: { id: token.id, refreshToken: token.refreshToken }, data });
-      const row = await tx.oAuthToken.findUnique({ where: { id: token.id } });
+      let { count } = await tx.oAuthToken.updateMany({ where: { id: token.id, refreshToken: token.refreshToken }, data });
+      let row = await tx.oAuthToken.findUnique({ where: { id: token.id } });
+      // The same refresh token sealed anew (`npm run secrets:rotate` ran meanwhile) is no concurrent
+      // refresh: this one still replaces it, or the provider's new tokens would be lost.
+      if (count === 0 && row?.refreshToken && this.opensTo(row.refreshToken, refreshToken)) {
+        ({ count } = await tx.oAuthToken.updateMany({ where: { id: token.id, refreshToken: row.refreshToken }, data }));
+        row = await tx.oAuthToken.findUnique({ where: { id: token.id } });
+      }
       if (count > 0 && row) await tx.agentConnection.updateMany({ where: { oauthTokenId: token.id }, data: connectionFields(row) });
       return row;
     });
@@ -207,6 +214,15 @@ export class TokenVault {
       db.oAuthToken.deleteMany({ where: { id: { in: ids } } }),
     ]);
     return ids.length;
+  }
+
+  /** Whether `sealed` holds `plain` (false if no configured key opens it). */
+  private opensTo(sealed: string, plain: string): boolean {
+    try {
+      return this.deps.secrets.open(sealed) === plain;
+    } catch {
+      return false;
+    }
   }
 
   private async clearDefault(tx: Prisma.TransactionClient, tenant: Tenant, oauthProviderId: string) {
