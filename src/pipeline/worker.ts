@@ -142,39 +142,56 @@ export class PipelineWorker {
           this.logger.warn({ err }, "pipeline: claiming due steps failed; retrying");
         }
       }
+      let started = 0;
       if (claimed.length > 0) {
         this.stats.claimed += claimed.length;
-        await this.launch(claimed);
+        started = await this.launch(claimed);
       }
       // A full batch may mean more is due: look again at once; otherwise sleep until a step finishes.
-      if (claimed.length === 0 || claimed.length < free) await this.sleep(this.options.pollMs);
+      if (started === 0 || started < free) await this.sleep(this.options.pollMs);
     }
   }
 
-  private async launch(ids: string[]): Promise<void> {
+  /** Starts the claimed steps; how many it started. */
+  private async launch(claimed: string[]): Promise<number> {
+    // A step commits before it ends (it still publishes what it did), so the revision's next step may
+    // be due, and claimed here, while that one is in progress. One step of a revision at a time: it is
+    // given back, due at once, for this worker (woken as that step ends) or another to claim again.
+    const inProgress = claimed.filter((id) => this.inFlight.has(id));
+    const ids = claimed.filter((id) => !this.inFlight.has(id));
+    if (inProgress.length > 0) {
+      await Promise.all(inProgress.map((id) => this.leases.release(id, 0))).catch((err: unknown) => {
+        this.stats.errors++;
+        this.logger.warn({ err, revision_ids: inProgress }, "pipeline: giving back steps claimed while in progress failed; their leases expire");
+      });
+    }
     let revisions: Revision[] = [];
     try {
-      revisions = await this.deps.prisma.revision.findMany({ where: { id: { in: ids } } });
+      if (ids.length > 0) revisions = await this.deps.prisma.revision.findMany({ where: { id: { in: ids } } });
     } catch (err) {
       this.stats.errors++;
       this.logger.warn({ err }, "pipeline: reading claimed revisions failed; their leases expire");
     }
     // Stopping meanwhile: leave the claimed steps to releaseAll (or to their leases running out).
-    if (!this.running) return;
+    if (!this.running) return 0;
     for (const revision of revisions) {
-      const abort = new AbortController();
-      const done = this.perform(revision, abort.signal).finally(() => {
-        this.inFlight.delete(revision.id);
+      const step = { abort: new AbortController(), done: Promise.resolve() };
+      step.done = this.perform(revision, step.abort).finally(() => {
+        // Only its own entry: by now the revision's next step may be in progress under the same id.
+        if (this.inFlight.get(revision.id) === step) this.inFlight.delete(revision.id);
         this.wake();
       });
-      this.inFlight.set(revision.id, { abort, done });
+      this.inFlight.set(revision.id, step);
     }
+    return revisions.length;
   }
 
-  private async perform(revision: Revision, signal: AbortSignal): Promise<void> {
+  private async perform(revision: Revision, abort: AbortController): Promise<void> {
+    const signal = abort.signal;
     const renew = setInterval(() => {
       this.leases.renew(revision.id).then(
-        (held) => held || this.abortStep(revision.id, "lease lost"),
+        // This step's, not whichever step of the revision is in progress when the answer comes.
+        (held) => held || abort.abort(new Error("lease lost")),
         (err) => this.logger.warn({ err, revision_id: revision.id }, "pipeline: lease renewal failed"),
       );
     }, Math.max(10, Math.floor(this.options.leaseMs / 3)));
@@ -242,10 +259,6 @@ export class PipelineWorker {
 
   private count(result: StepResult) {
     this.stats[result]++;
-  }
-
-  private abortStep(revisionId: string, reason: string) {
-    this.inFlight.get(revisionId)?.abort.abort(new Error(reason));
   }
 
   private sleep(ms: number): Promise<void> {

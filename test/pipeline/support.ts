@@ -40,12 +40,16 @@ export const MANAGED_LOG = [
 
 /**
  * A runtime whose steps out of `holdAt` wait until the test lets them go (or the worker aborts them);
- * every other step takes `stepMs`. It records each step it was asked to perform.
+ * every other step takes `stepMs`. It records each step it was asked to perform, and how many steps
+ * of one revision it ever performed at once.
  */
 export class HeldRuntime implements Runtime {
   readonly name = "held";
   readonly performed: { revisionId: string; status: RevisionStatus }[] = [];
+  /** The most steps of one revision performed at once (by any number of workers). */
+  mostAtOnce = 0;
   private readonly waiting = new Map<string, () => void>();
+  private readonly active = new Map<string, number>();
 
   constructor(
     private readonly holdAt: RevisionStatus,
@@ -54,20 +58,39 @@ export class HeldRuntime implements Runtime {
 
   async perform({ revision, status, signal }: StepRequest): Promise<StepOutcome> {
     this.performed.push({ revisionId: revision.id, status });
-    if (status !== this.holdAt) {
-      await sleep(this.stepMs, undefined, { signal });
+    const now = (this.active.get(revision.id) ?? 0) + 1;
+    this.active.set(revision.id, now);
+    this.mostAtOnce = Math.max(this.mostAtOnce, now);
+    try {
+      if (status !== this.holdAt) {
+        await sleep(this.stepMs, undefined, { signal });
+        return { ok: true };
+      }
+      await new Promise<void>((resolve, reject) => {
+        this.waiting.set(revision.id, resolve);
+        signal.addEventListener(
+          "abort",
+          () => {
+            if (this.waiting.get(revision.id) === resolve) this.waiting.delete(revision.id);
+            reject(signal.reason);
+          },
+          { once: true },
+        );
+      });
       return { ok: true };
+    } finally {
+      this.active.set(revision.id, this.active.get(revision.id)! - 1);
     }
-    await new Promise<void>((resolve, reject) => {
-      this.waiting.set(revision.id, resolve);
-      signal.addEventListener("abort", () => reject(signal.reason), { once: true });
-    });
-    return { ok: true };
   }
 
   /** Whether a step of this revision is being held now. */
   holding(revisionId: string): boolean {
     return this.waiting.has(revisionId);
+  }
+
+  /** How many steps of this revision are being performed now. */
+  performing(revisionId: string): number {
+    return this.active.get(revisionId) ?? 0;
   }
 
   release(revisionId: string): void {

@@ -235,6 +235,61 @@ describe("pipeline worker", () => {
     expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
   });
 
+  it("counts a step it claims while the revision's previous step still publishes: stop() waits for it, no other worker runs it at once", async () => {
+    const runtime = new HeldRuntime("QUEUED");
+    const { revision: rev } = await deploy();
+    // The worker's publications wait until the test lets them go, as a NOTIFY through a busy pool
+    // does: the step that committed CREATING is still in progress while QUEUED is due already.
+    const bus = t.app.core.deps.events;
+    let publishing = 0;
+    let letPublish!: () => void;
+    const publishAllowed = new Promise<void>((resolve) => (letPublish = resolve));
+    const publish = async (event: DomainEvent) => {
+      publishing++;
+      await publishAllowed;
+      await bus.publish(event);
+    };
+    // The app's bus in all else.
+    const slowBus = new Proxy(bus, {
+      get: (target, key) => {
+        if (key === "publish") return publish;
+        const value: unknown = Reflect.get(target, key);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const a = new PipelineWorker({ ...t.app.core.deps, events: slowBus }, runtime, t.app.logger, { pollMs: 1 });
+    workers.push(a);
+    a.start();
+    try {
+      await waitFor(async () => publishing, (n) => n > 0, { what: "CREATING's commit to publish" });
+      expect(await statusOf(rev.id)).toBe("QUEUED");
+      // The worker claims QUEUED (CREATING's commit gave up the lease) and starts it, or gives it back
+      // and claims it again.
+      await waitFor(async () => runtime.holding(rev.id) || a.stats.claimed >= 3, Boolean, { what: "QUEUED to be claimed" });
+      const startedWhilePublishing = runtime.performing(rev.id) > 0;
+      letPublish();
+      await waitFor(async () => a.stats.committed >= 1 && runtime.holding(rev.id), Boolean, { what: "QUEUED to be held" });
+      // CREATING's step has ended: it is counted as committed just before, within the same turn.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(a.busy).toBe(1);
+      await a.stop();
+      expect(runtime.performing(rev.id)).toBe(0);
+      expect(await prisma().revision.findUniqueOrThrow({ where: { id: rev.id } })).toMatchObject({ status: "QUEUED", leaseOwner: null });
+      // One revision, one step at a time in one worker: QUEUED waited for CREATING's step to end.
+      expect(startedWhilePublishing).toBe(false);
+    } finally {
+      letPublish();
+    }
+
+    worker(runtime);
+    await waitFor(async () => runtime.holding(rev.id), Boolean, { what: "the next worker to hold QUEUED" });
+    runtime.release(rev.id);
+    await until(rev.id, "DEPLOYED");
+    expect(runtime.mostAtOnce).toBe(1);
+    expect(a.stats).toMatchObject({ committed: 1, errors: 0 });
+    expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
+  });
+
   it("parks a revision in a status no step follows (UNKNOWN) instead of retrying it; a user can still interrupt it", async () => {
     const { revision: rev } = await deploy();
     // No transition of core leads to UNKNOWN: the one change this test is about is written by hand.
