@@ -3,6 +3,7 @@ import type { Revision } from "../generated/prisma/client.js";
 import type { RevisionStatus, Route } from "./revision-machine.js";
 import type { CoreDeps } from "./context.js";
 import { CLOSED_STATUSES } from "./log-queries.js";
+import { violatedForeignKey } from "./prisma-errors.js";
 import { type LogKind, type LogLevel } from "./schemas/logs.js";
 import { readStoredSecrets } from "./schemas/secrets.js";
 import { MASK, type SecretBox } from "./secrets.js";
@@ -102,6 +103,9 @@ export class SecretMask {
   }
 }
 
+/** revision_logs.revision_id's foreign key (ON DELETE CASCADE): a line's revision exists when it commits. */
+const REVISION_KEY = "revision_logs_revision_id_fkey";
+
 /** Writes log lines for the pipeline, and tells subscribers (across replicas) that there are new ones. */
 export class LogWriter {
   constructor(
@@ -115,6 +119,13 @@ export class LogWriter {
     try {
       written = await appendLines(this.deps.prisma, target.id, lines, CLOSED_STATUSES);
     } catch (err) {
+      // The revision was deleted (with its deployment) while these were written: append_revision_logs
+      // found it, and its insert's key check waited for the deletion to commit. Its lines went with
+      // it, as these would have; nothing is lost that was meant to stay.
+      if (violatedForeignKey(err) === REVISION_KEY) {
+        this.logger.debug({ revision_id: target.id, lines: lines.length }, "logs: the revision was deleted while its lines were written; they went with it");
+        return 0;
+      }
       this.logger.warn({ err, revision_id: target.id, lines: lines.length }, "logs: could not write log lines; they are lost");
       return 0;
     }

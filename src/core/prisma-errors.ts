@@ -11,6 +11,24 @@ export const isUniqueViolation = (err: unknown) => hasCode(err, "P2002");
 export const isRecordMissing = (err: unknown) => hasCode(err, "P2025");
 
 /**
+ * The name of the foreign key a write violated (SQLSTATE 23503); null for any other error. Reads a
+ * Prisma error, its driver adapter error or a raw pg error, at any depth of cause.
+ */
+export function violatedForeignKey(err: unknown, depth = 0): string | null {
+  if (typeof err !== "object" || err === null || depth > 5) return null;
+  const e = err as Record<string, unknown>;
+  if (e.kind === "ForeignKeyConstraintViolation" || e.originalCode === "23503" || e.code === "23503") {
+    const named = typeof e.constraint === "string" ? e.constraint : (e.constraint as { index?: unknown } | undefined)?.index;
+    if (typeof named === "string") return named;
+    const message = typeof e.originalMessage === "string" ? e.originalMessage : typeof e.message === "string" ? e.message : "";
+    const quoted = /violates foreign key constraint "([^"]+)"/.exec(message)?.[1];
+    if (quoted) return quoted;
+  }
+  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
+  return violatedForeignKey(e.cause, depth + 1) ?? violatedForeignKey(meta?.driverAdapterError, depth + 1);
+}
+
+/**
  * Prisma's codes for "cannot reach / lost / timed out waiting for" the database. P2028: a transaction
  * could not start (or finish) in time, every pooled connection busy: an overload a retry gets past.
  */

@@ -5,6 +5,7 @@ import { parseInstant } from "../../src/core/schemas/logs.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { routeFor } from "../../src/core/revision-machine.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { waitFor } from "../support/wait.js";
 import { newDeployment, stored, type Target, write } from "./support.js";
 
 let t: TestApp;
@@ -63,6 +64,49 @@ describe("a step's log", () => {
     log.abandon();
     await new Promise((r) => setTimeout(r, 20));
     expect((await stored(t, x.revisionId)).map((l) => l.message)).toEqual(["[CREATING] Revision created"]);
+  });
+});
+
+// PGlite runs one statement at a time: a deletion cannot be in flight while a line is written.
+describe.skipIf(!process.env.TEST_DATABASE_URL)("lines of a revision deleted while they are written (PostgreSQL)", () => {
+  it("go with the revision, quietly: no warning, no stack", async () => {
+    const x = await newDeployment(t, ws.apiKey);
+    const prisma = t.app.db.prisma;
+    const target = { id: x.revisionId, deploymentId: x.deploymentId, workspaceId: ws.workspaceId };
+    // DELETE /v2/deployments/{id} as it stands after its rows are deleted and before it commits: the
+    // revision's row is locked by the deletion, which the test lets commit when it says so.
+    let deleter: number | null = null;
+    let letCommit!: () => void;
+    const commitAllowed = new Promise<void>((resolve) => (letCommit = resolve));
+    const deleting = prisma.$transaction(
+      async (tx) => {
+        const pid = (await tx.$queryRaw<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`)[0]!.pid;
+        await tx.deployment.delete({ where: { id: x.deploymentId } });
+        deleter = pid;
+        await commitAllowed;
+      },
+      { timeout: 30_000 },
+    );
+    try {
+      await waitFor(async () => deleter, (pid) => pid !== null, { what: "the deletion to have deleted" });
+      // The append still sees the revision; its insert's foreign key check waits for the deletion.
+      const appending = new LogWriter(t.app.core.deps, t.app.logger).append(target, [{ kind: "build", level: "INFO", message: "a late line" }]);
+      await waitFor(
+        async () => (await prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${deleter}::int = ANY(pg_blocking_pids(pid))`)[0]!.n,
+        (n) => n > 0,
+        { what: "the append to wait for the deletion" },
+      );
+      letCommit();
+      await deleting;
+      expect(await appending).toBe(0);
+    } finally {
+      letCommit();
+      await deleting.catch(() => {});
+    }
+    const about = t.guard.logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.revision_id === x.revisionId);
+    expect(about.filter((l) => (l.level as number) >= 40)).toEqual([]);
+    expect(about).toEqual([expect.objectContaining({ level: 20, msg: "logs: the revision was deleted while its lines were written; they went with it" })]);
+    expect(about[0]).not.toHaveProperty("err");
   });
 });
 
