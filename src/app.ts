@@ -150,6 +150,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
       uploadSigningKey: createHmac("sha256", secretsKey).update("upload-url-signing").digest(),
       publicUrl: config.publicUrl,
       oauth: { ...config.oauth, publicUrl: config.publicUrl, logger: logger.child({ component: "oauth" }) },
+      authLogger: logger.child({ component: "auth" }),
     },
   );
 

@@ -3,6 +3,7 @@ import { jwtVerify } from "jose";
 import { z } from "zod";
 import type { PrismaClient } from "../db/client.js";
 import { type EventBus, topics } from "../events/types.js";
+import type { Logger } from "../logger.js";
 import { CoreError } from "./errors.js";
 import { isStorable } from "./validation.js";
 
@@ -52,6 +53,8 @@ export interface AuthenticatorOptions {
   jwtSecret?: string;
   /** Tokens meant to live longer than this are refused. */
   maxTokenLifetimeSeconds?: number;
+  /** Told of a re-check of keys that failed (after the event bus resynced). */
+  logger?: Logger;
 }
 
 interface KeyRecord {
@@ -64,6 +67,10 @@ interface KeyRecord {
 const KEY_CACHE_MS = 30_000;
 /** Unknown keys are cached too (a guessing client must not reach the database each time), so bound it. */
 const CACHE_MAX = 10_000;
+/** Keys re-checked per statement after a resync of the bus. */
+const RECHECK_BATCH = 1_000;
+/** Attempts at that re-check (the database may still be coming back), waiting 1, 2, 4… s between them. */
+const RECHECK_ATTEMPTS = 5;
 
 /** One authentication for both faces: X-Api-Key (+ X-Tenant-Id) or Authorization: Bearer <HS256 JWT>. */
 export class Authenticator {
@@ -71,6 +78,16 @@ export class Authenticator {
   private readonly keyCache = new Map<string, { record: KeyRecord | null; until: number }>();
   private readonly workspaceCache = new Map<string, { organizationId: string | null; until: number }>();
   private readonly revocationHandlers = new Set<(keyId: string) => void>();
+  /**
+   * The ids of the keys this authenticator has let through and has not seen revoked: whatever is open
+   * here (sockets, streams) was opened by one of them. Re-checked when the bus may have lost a
+   * revocation; as many as there are keys in use, whatever the traffic.
+   */
+  private readonly admitted = new Set<string>();
+  /** Counts what makes a lookup in flight stale (a revocation told, a resync): such a lookup reads again. */
+  private generation = 0;
+  private rechecking: Promise<void> | null = null;
+  private recheckAgain = false;
 
   private readonly maxLifetimeSeconds: number;
 
@@ -83,15 +100,18 @@ export class Authenticator {
     this.secret = options.jwtSecret ? new TextEncoder().encode(options.jwtSecret) : null;
     this.maxLifetimeSeconds = options.maxTokenLifetimeSeconds ?? DEFAULT_TOKEN_LIFETIME_SECONDS;
     events?.subscribe(topics.apiKeys(), (event) => {
-      if (event.type !== "api_key.revoked") return;
-      this.forgetKey(event.keyId);
-      for (const handler of this.revocationHandlers) handler(event.keyId);
+      if (event.type === "api_key.revoked") this.revoked(event.keyId);
+    });
+    // Revocations published while the bus was reconnecting never come: read what they would have told.
+    events?.onResync(() => {
+      this.resync().catch((err: unknown) => options.logger?.error({ err }, "auth: could not re-check the keys in use after the event bus reconnected"));
     });
   }
 
   /**
    * Calls `handler` with the id of each key revoked anywhere, once it has left this cache: the faces
-   * end what the key still has open (graphql-ws sockets, SSE streams), on every replica.
+   * end what the key still has open (graphql-ws sockets, SSE streams), on every replica. A revocation
+   * whose notification was lost (the bus was reconnecting) is found when the bus resyncs, and told then.
    */
   onKeyRevoked(handler: (keyId: string) => void): () => void {
     this.revocationHandlers.add(handler);
@@ -100,7 +120,63 @@ export class Authenticator {
 
   /** Drops a key from the cache: its next use reads the database again. */
   forgetKey(keyId: string): void {
+    this.generation++;
     for (const [hash, entry] of this.keyCache) if (entry.record?.id === keyId) this.keyCache.delete(hash);
+  }
+
+  /**
+   * The bus has listened again after losing its connection: a revocation told meanwhile may never
+   * come. Drops every cached key and workspace (their next use reads the database), then reads which
+   * of the keys let through here are revoked now, and handles each as if its revocation had been told
+   * (the faces end what it has open). Resolves once done; a failed read is tried again a few times.
+   */
+  resync(): Promise<void> {
+    this.generation++;
+    this.keyCache.clear();
+    this.workspaceCache.clear();
+    if (this.rechecking) {
+      this.recheckAgain = true;
+      return this.rechecking;
+    }
+    this.rechecking = (async () => {
+      try {
+        do {
+          this.recheckAgain = false;
+          await this.recheckAdmitted();
+        } while (this.recheckAgain);
+      } finally {
+        this.rechecking = null;
+      }
+    })();
+    return this.rechecking;
+  }
+
+  private async recheckAdmitted(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const ids = [...this.admitted];
+        for (let i = 0; i < ids.length; i += RECHECK_BATCH) {
+          const batch = ids.slice(i, i + RECHECK_BATCH);
+          const rows = await this.prisma.apiKey.findMany({ where: { id: { in: batch } }, select: { id: true, revokedAt: true } });
+          const found = new Set(rows.map((r) => r.id));
+          // Deleted since: nothing more to check (its next use is refused as unknown).
+          for (const id of batch) if (!found.has(id)) this.admitted.delete(id);
+          // Unless its revocation was told meanwhile (and handled).
+          for (const row of rows) if (row.revokedAt && this.admitted.has(row.id)) this.revoked(row.id);
+        }
+        return;
+      } catch (err) {
+        if (attempt >= RECHECK_ATTEMPTS) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 1000 * 2 ** (attempt - 1)).unref());
+      }
+    }
+  }
+
+  /** A key revoked (told by the bus, or read after a resync): out of the cache, and its holders told. */
+  private revoked(keyId: string): void {
+    this.admitted.delete(keyId);
+    this.forgetKey(keyId);
+    for (const handler of this.revocationHandlers) handler(keyId);
   }
 
   async authenticate(credentials: Credentials): Promise<Tenant> {
@@ -114,6 +190,7 @@ export class Authenticator {
     const record = await this.keyRecord(hashApiKey(key));
     if (!record) throw unauthenticated("Invalid API key.");
     if (record.revokedAt) throw unauthenticated(REVOKED_KEY_MESSAGE);
+    this.admitted.add(record.id);
     const actor = keyActor(record.id);
     if (record.workspaceId) {
       if (tenantId && tenantId.toLowerCase() !== record.workspaceId) {
@@ -152,17 +229,27 @@ export class Authenticator {
     return { organizationId, workspaceId, actor: `user:${claims.sub ?? "unknown"}` };
   }
 
-  /** Key lookups are cached briefly: authentication runs on every request. */
+  /**
+   * Key lookups are cached briefly: authentication runs on every request. A lookup during which a
+   * revocation was told (or the bus resynced) may have read the key before it was revoked: it reads
+   * again, so that nothing let through, or cached, predates a revocation handled here.
+   */
   private async keyRecord(hash: string): Promise<KeyRecord | null> {
     const cached = this.keyCache.get(hash);
     if (cached && cached.until > Date.now()) return cached.record;
-    const record = await this.prisma.apiKey.findUnique({
-      where: { keyHash: hash },
-      select: { id: true, organizationId: true, workspaceId: true, revokedAt: true },
-    });
-    if (this.keyCache.size >= CACHE_MAX) this.keyCache.clear();
-    this.keyCache.set(hash, { record, until: Date.now() + KEY_CACHE_MS });
-    return record;
+    for (let attempt = 1; ; attempt++) {
+      const generation = this.generation;
+      const record = await this.prisma.apiKey.findUnique({
+        where: { keyHash: hash },
+        select: { id: true, organizationId: true, workspaceId: true, revokedAt: true },
+      });
+      if (generation !== this.generation && attempt < 3) continue;
+      if (generation === this.generation) {
+        if (this.keyCache.size >= CACHE_MAX) this.keyCache.clear();
+        this.keyCache.set(hash, { record, until: Date.now() + KEY_CACHE_MS });
+      }
+      return record;
+    }
   }
 
   private async workspaceOrganization(workspaceId: string): Promise<string | null> {
@@ -170,8 +257,11 @@ export class Authenticator {
     const id = workspaceId.toLowerCase();
     const cached = this.workspaceCache.get(id);
     if (cached && cached.until > Date.now()) return cached.organizationId;
+    const generation = this.generation;
     const ws = await this.prisma.workspace.findUnique({ where: { id }, select: { organizationId: true } });
     const organizationId = ws?.organizationId ?? null;
+    // Not cached past a resync that came during the read.
+    if (generation !== this.generation) return organizationId;
     if (this.workspaceCache.size >= CACHE_MAX) this.workspaceCache.clear();
     this.workspaceCache.set(id, { organizationId, until: Date.now() + KEY_CACHE_MS });
     return organizationId;

@@ -22,7 +22,14 @@ import {
   type LatestRevisionRead,
 } from "./deployment-reads.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, pageOfRows, type Position } from "./pagination.js";
-import { revisionRowsByIds, revisionSummariesByIds, type RevisionSummary } from "./revision-reads.js";
+import {
+  deploymentEntriesSince,
+  lastDeploymentEntryId,
+  type RevisionLogEntry,
+  revisionRowsByIds,
+  revisionSummariesByIds,
+  type RevisionSummary,
+} from "./revision-reads.js";
 import { DEFAULT_PAGE_SIZE, keysetArgs, type CursorArgs, type CursorPage, cursorPage, toCursorPage } from "./cursor-pages.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -183,6 +190,22 @@ export class BatchReads {
       else byRevision.set(row.revisionId, [row]);
     }
     return revisionIds.map((id) => byRevision.get(id.toLowerCase()) ?? []);
+  }
+
+  /** The id of the newest entry of the revision event logs of the deployment's revisions; 0 for none. */
+  lastDeploymentEntryId(tenant: Tenant, deploymentId: string): Promise<bigint> {
+    const [id] = uuidsOnly([deploymentId]);
+    return id ? lastDeploymentEntryId(this.deps, tenant.workspaceId, id) : Promise.resolve(0n);
+  }
+
+  /**
+   * The entries of the revision event logs of the deployment's revisions after `afterId`, oldest
+   * first, at most `take`, each with its revision: the revisions created and the statuses changed
+   * since. Empty for another workspace's deployment.
+   */
+  deploymentEntriesSince(tenant: Tenant, deploymentId: string, afterId: bigint, take: number): Promise<RevisionLogEntry[]> {
+    const [id] = uuidsOnly([deploymentId]);
+    return id ? deploymentEntriesSince(this.deps, tenant.workspaceId, id, afterId, take) : Promise.resolve([]);
   }
 
   /**

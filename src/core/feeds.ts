@@ -61,10 +61,16 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   }
 }
 
-/** Wakes a waiting loop when the bus delivers; a rare re-check covers a notification lost in a reconnect. */
+/**
+ * Wakes a waiting loop when the bus delivers (ring). A rare re-check (every `recheckMs`) and the bus's
+ * resync (it listens again after losing its connection) wake it too, and tell the loop to read the
+ * state of what it follows rather than only what the events told: an event may have been lost.
+ */
 export class Wakeup {
   private wake: (() => void) | null = null;
   private dirty = false;
+  /** Resynced since the last wait: the next step reads everything. */
+  private stale = false;
 
   constructor(private readonly recheckMs: number) {}
 
@@ -73,14 +79,27 @@ export class Wakeup {
     this.wake?.();
   };
 
-  /** Returns at once if rung since the last wait; a ring during the caller's step is never lost. */
-  async wait(): Promise<void> {
+  /** Events may have been lost (the bus resynced): wakes the loop for a full re-check at once. */
+  resync = (): void => {
+    this.stale = true;
+    this.ring();
+  };
+
+  /**
+   * Returns at once if rung since the last wait; a ring during the caller's step is never lost.
+   * Resolves true when the caller should re-check in full (the re-check's time came, or the bus resynced).
+   */
+  async wait(): Promise<boolean> {
     if (this.dirty) {
       this.dirty = false;
-      return;
+      return this.takeStale();
     }
+    let timedOut = false;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, this.recheckMs);
+      const timer = setTimeout(() => {
+        timedOut = true;
+        resolve();
+      }, this.recheckMs);
       timer.unref();
       this.wake = () => {
         clearTimeout(timer);
@@ -91,7 +110,30 @@ export class Wakeup {
     // Rings up to here are covered by the step the caller starts now (it reads after them); later
     // ones set dirty again. Not clearing would cost every change a second, empty step.
     this.dirty = false;
+    return this.takeStale() || timedOut;
   }
+
+  private takeStale(): boolean {
+    const stale = this.stale;
+    this.stale = false;
+    return stale;
+  }
+}
+
+/**
+ * Rings `wakeup` on each event of `topic` in the workspace, and has it re-check in full when the bus
+ * resyncs: for loops that read what they follow on each wake-up (one subscription each). Returns
+ * what ends both.
+ */
+export function wakeOn(bus: EventBus, topic: string, workspaceId: string, wakeup: Wakeup): Unsubscribe {
+  const offTopic = bus.subscribe(topic, (event) => {
+    if (event.workspaceId === workspaceId) wakeup.ring();
+  });
+  const offResync = bus.onResync(wakeup.resync);
+  return () => {
+    offTopic();
+    offResync();
+  };
 }
 
 /**
@@ -99,7 +141,8 @@ export class Wakeup {
  * topic it follows, one read per change, one re-check timer, whatever the number of subscribers. A
  * subclass reads the object's state (load), then what changed after each wake-up (step), and
  * publishes it; a subscriber joining later starts from `current`, the last state published (or what
- * greet() gives it, told `J`, what the subscriber asked for).
+ * greet() gives it, told `J`, what the subscriber asked for). When the bus resyncs (events may have
+ * been lost while it was reconnecting), every feed steps at once, in full.
  */
 export abstract class Feed<T, J = void> {
   private readonly channels = new Set<Channel<T>>();
@@ -125,8 +168,11 @@ export abstract class Feed<T, J = void> {
 
   /** The first read, after the bus subscription is in place; throws (NOT_FOUND) if there is nothing to follow. */
   protected abstract load(): Promise<void>;
-  /** After each wake-up: reads what changed and publishes it. */
-  protected abstract step(): Promise<void>;
+  /**
+   * After each wake-up: reads what changed and publishes it. `full`: woken by the re-check or by the
+   * bus's resync, so events may have been lost: read the object's state, not only what events told.
+   */
+  protected abstract step(full: boolean): Promise<void>;
   /** Each bus event of the feed's topics and workspace, as it arrives (before the wake-up). */
   protected received(_event: DomainEvent): void {}
 
@@ -134,6 +180,7 @@ export abstract class Feed<T, J = void> {
   open(bus: EventBus, topic: string, workspaceId: string): void {
     this.bus = bus;
     this.workspaceId = workspaceId;
+    this.unsubscribes.push(bus.onResync(this.wakeup.resync));
     this.follow(topic);
     this.ready = this.load();
     void this.run();
@@ -236,8 +283,8 @@ export abstract class Feed<T, J = void> {
     }
     try {
       while (!this.ended) {
-        await this.wakeup.wait();
-        if (!this.ended) await this.step();
+        const full = await this.wakeup.wait();
+        if (!this.ended) await this.step(full);
       }
     } catch (err) {
       this.fail(err);

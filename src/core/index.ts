@@ -1,3 +1,4 @@
+import type { Logger } from "../logger.js";
 import { Authenticator } from "./auth.js";
 import { ApiKeyService } from "./api-keys.js";
 import type { CoreDeps } from "./context.js";
@@ -36,6 +37,8 @@ export function createCore(
     publicUrl: string | null;
     /** The agents' OAuth service: where browsers reach this service, http providers, flow lifetime. */
     oauth: OAuthSettings;
+    /** Where the authenticator reports a re-check of keys that failed (after the event bus resynced). */
+    authLogger?: Logger;
   },
 ) {
   const oauthClient = new OAuthClient({ allowHttp: options.oauth.allowHttp, timeoutSeconds: PROVIDER_TIMEOUT_SECONDS });
@@ -43,7 +46,11 @@ export function createCore(
   const oauthProviders = new ProviderService(deps, options.oauth, oauthClient, oauthTokens);
   return {
     deps,
-    auth: new Authenticator(deps.prisma, { jwtSecret: options.jwtSecret, maxTokenLifetimeSeconds: options.maxTokenLifetimeSeconds }, deps.events),
+    auth: new Authenticator(
+      deps.prisma,
+      { jwtSecret: options.jwtSecret, maxTokenLifetimeSeconds: options.maxTokenLifetimeSeconds, logger: options.authLogger },
+      deps.events,
+    ),
     /** API keys after the first start (npm run keys): hashes only; revocation reaches every replica. */
     apiKeys: new ApiKeyService(deps.prisma, deps.events),
     listeners: new ListenerService(deps),

@@ -5,7 +5,7 @@ import type { OAuthFlow, OAuthProvider, OAuthToken } from "../generated/prisma/c
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, CoreError, notFound } from "./errors.js";
-import { Channel, Wakeup } from "./feeds.js";
+import { Channel, Wakeup, wakeOn } from "./feeds.js";
 import { inOrder, uuidsOnly } from "./batch-reads.js";
 import { type OAuthClient, PROVIDER_TIMEOUT_SECONDS } from "./oauth-client.js";
 import { endpointsOf, type OAuthSettings, type ProviderService, redirectUri } from "./oauth-providers.js";
@@ -40,7 +40,7 @@ export interface WaitResult {
 }
 
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
-/** How often a waiter re-reads its flow with no event (an event lost while the bus reconnected). */
+/** How often a waiter re-reads its flow with no event (a NOTIFY that failed; the bus's resync covers a reconnect). */
 const RECHECK_MS = 5_000;
 /** Flows are deleted a day after they expire. */
 const KEEP_EXPIRED_MS = 24 * 3600_000;
@@ -140,9 +140,8 @@ export class FlowService {
     const { timeout } = parseInput(waitQuerySchema, query, "query");
     const deadline = Date.now() + timeout * 1000;
     const wakeup = new Wakeup(RECHECK_MS);
-    const unsubscribe = this.deps.events.subscribe(topics.oauthFlow(authId.toLowerCase()), (event) => {
-      if (event.workspaceId === tenant.workspaceId) wakeup.ring();
-    });
+    // Each wake-up reads the flow: a notification lost while the bus reconnected is covered by its resync.
+    const unsubscribe = wakeOn(this.deps.events, topics.oauthFlow(authId.toLowerCase()), tenant.workspaceId, wakeup);
     const signals = [this.stopping.signal, ...(signal ? [signal] : [])];
     const aborted = new Promise<void>((resolve) => {
       for (const s of signals) s.addEventListener("abort", () => resolve(), { once: true });
@@ -178,9 +177,7 @@ export class FlowService {
   async watch(tenant: Tenant, flowId: string): Promise<AsyncIterableIterator<OAuthFlow>> {
     const id = flowId.toLowerCase();
     const wakeup = new Wakeup(RECHECK_MS);
-    const unsubscribe = this.deps.events.subscribe(topics.oauthFlow(id), (event) => {
-      if (event.workspaceId === tenant.workspaceId) wakeup.ring();
-    });
+    const unsubscribe = wakeOn(this.deps.events, topics.oauthFlow(id), tenant.workspaceId, wakeup);
     const first = await this.settled(tenant, id).catch((err: unknown) => {
       unsubscribe();
       throw err;

@@ -101,3 +101,67 @@ export function revisionPageRows(deps: Pick<CoreDeps, "prepared">, workspaceId: 
     q.take,
   ]);
 }
+
+/**
+ * One entry of a deployment's revision event log, with its revision as it is in the same snapshot:
+ * a new revision (fromStatus null) or a status change.
+ */
+export interface RevisionLogEntry {
+  eventId: bigint;
+  fromStatus: string | null;
+  toStatus: string;
+  revision: Revision;
+}
+
+/*
+ * A deployment's log entries are written under its row lock (revision creation and every transition
+ * take it), so their ids grow in commit order: the entries after the last one seen are exactly what
+ * committed since, whatever notifications were lost. Read per revision of the deployment, through the
+ * (revision_id, id) index of revision_events (a lateral read each, so that no plan walks the whole
+ * log from the last id seen instead). The workspace is checked on the deployment's row (its primary
+ * key), never on the revisions': a generic plan could read the whole workspace's revisions.
+ */
+const LAST_ENTRY = statement(
+  "deployment_last_revision_event",
+  `SELECT max(last.id)::text AS "eventId" FROM deployments d
+   JOIN revisions r ON r.deployment_id = d.id
+   CROSS JOIN LATERAL (SELECT e.id FROM revision_events e WHERE e.revision_id = r.id ORDER BY e.id DESC LIMIT 1) last
+   WHERE d.id = $2::uuid AND d.workspace_id = $1::uuid`,
+);
+
+const ENTRIES_SINCE = statement(
+  "deployment_revision_events_since",
+  `SELECT e.id::text AS "eventId", e.from_status AS "fromStatus", e.to_status AS "toStatus", ${columns("r")}
+   FROM deployments d
+   JOIN revisions r ON r.deployment_id = d.id
+   CROSS JOIN LATERAL (
+     SELECT e.id, e.from_status, e.to_status FROM revision_events e
+     WHERE e.revision_id = r.id AND e.id > $3::bigint ORDER BY e.id LIMIT $4
+   ) e
+   WHERE d.id = $2::uuid AND d.workspace_id = $1::uuid
+   ORDER BY e.id
+   LIMIT $4`,
+);
+
+/** The id of the newest entry of the deployment's revision event log (0 for none): one prepared statement. */
+export async function lastDeploymentEntryId(deps: Pick<CoreDeps, "prepared">, workspaceId: string, deploymentId: string): Promise<bigint> {
+  const [row] = await deps.prepared.rows<{ eventId: string | null }>(LAST_ENTRY, [workspaceId, deploymentId]);
+  return row?.eventId ? BigInt(row.eventId) : 0n;
+}
+
+/** The deployment's revision log entries after `afterId`, oldest first, at most `take`: one prepared statement. */
+export async function deploymentEntriesSince(
+  deps: Pick<CoreDeps, "prepared">,
+  workspaceId: string,
+  deploymentId: string,
+  afterId: bigint,
+  take: number,
+): Promise<RevisionLogEntry[]> {
+  const rows = await deps.prepared.rows<Revision & { eventId: string; fromStatus: string | null; toStatus: string }>(ENTRIES_SINCE, [
+    workspaceId,
+    deploymentId,
+    afterId.toString(),
+    take,
+  ]);
+  return rows.map(({ eventId, fromStatus, toStatus, ...revision }) => ({ eventId: BigInt(eventId), fromStatus, toStatus, revision }));
+}

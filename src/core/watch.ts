@@ -35,6 +35,7 @@ export interface DeploymentStatusChange {
   status: string;
 }
 
+/** How often a feed re-reads its object with no event: a NOTIFY that failed (the bus's resync covers a reconnect). */
 const RECHECK_MS = 10_000;
 /** A deployment's status while it is being deleted: nothing of it or its revisions changes again. */
 const DELETING = "AWAITING_DELETE";
@@ -55,8 +56,14 @@ const isDeletion = (event: DomainEvent) => event.type === "deployment.status" &&
 export class Watcher {
   private readonly batch: BatchReads;
   private readonly feeds = new Map<string, Feed<unknown, unknown>>();
+  private readonly recheckMs: number;
 
-  constructor(private readonly deps: CoreDeps) {
+  constructor(
+    private readonly deps: CoreDeps,
+    /** recheckMs: how often each feed re-reads with no event (RECHECK_MS). */
+    options: { recheckMs?: number } = {},
+  ) {
+    this.recheckMs = options.recheckMs ?? RECHECK_MS;
     this.batch = new BatchReads(deps);
   }
 
@@ -66,19 +73,19 @@ export class Watcher {
    */
   revisionStatus(tenant: Tenant, revisionId: string): Promise<AsyncIterableIterator<RevisionStatusChange>> {
     const id = revisionId.toLowerCase();
-    return this.join(tenant, topics.revision(id), (forget) => new RevisionFeed(this.batch, tenant, id, forget));
+    return this.join(tenant, topics.revision(id), (forget) => new RevisionFeed(this.batch, tenant, id, this.recheckMs, forget));
   }
 
   /** Each new revision of the deployment and each status change of its revisions; ends once it is being deleted. */
   deploymentRevisions(tenant: Tenant, deploymentId: string): Promise<AsyncIterableIterator<DeploymentRevisionChange>> {
     const id = deploymentId.toLowerCase();
-    return this.join(tenant, topics.deploymentRevisions(id), (forget) => new DeploymentRevisionsFeed(this.batch, tenant, id, forget));
+    return this.join(tenant, topics.deploymentRevisions(id), (forget) => new DeploymentRevisionsFeed(this.batch, tenant, id, this.recheckMs, forget));
   }
 
   /** First the current status, then each change; ends once the deployment is being deleted. */
   deploymentStatus(tenant: Tenant, deploymentId: string): Promise<AsyncIterableIterator<DeploymentStatusChange>> {
     const id = deploymentId.toLowerCase();
-    return this.join(tenant, topics.deploymentStatus(id), (forget) => new DeploymentStatusFeed(this.batch, tenant, id, forget));
+    return this.join(tenant, topics.deploymentStatus(id), (forget) => new DeploymentStatusFeed(this.batch, tenant, id, this.recheckMs, forget));
   }
 
   /**
@@ -89,7 +96,7 @@ export class Watcher {
   revisionLogs(tenant: Tenant, revisionId: string, kind: LogKind, tail: number = DEFAULT_TAIL): Promise<AsyncIterableIterator<LogLine>> {
     checkTail(tail);
     const id = revisionId.toLowerCase();
-    const make = (forget: () => void) => new RevisionLogFeed(this.deps.prisma, tenant, id, kind, RECHECK_MS, forget);
+    const make = (forget: () => void) => new RevisionLogFeed(this.deps.prisma, tenant, id, kind, this.recheckMs, forget);
     return this.join(tenant, topics.revisionLogs(id, kind), make, tail);
   }
 
@@ -124,9 +131,10 @@ abstract class ObjectFeed<T> extends Feed<T> {
     protected readonly batch: BatchReads,
     protected readonly tenant: Tenant,
     protected readonly id: string,
+    recheckMs: number,
     forget: () => void,
   ) {
-    super(RECHECK_MS, forget);
+    super(recheckMs, forget);
   }
 }
 
@@ -165,7 +173,7 @@ class RevisionFeed extends ObjectFeed<RevisionStatusChange> {
     if (isTerminal(current.status) || deleting) this.finish();
   }
 
-  protected async step(): Promise<void> {
+  protected async step(full: boolean): Promise<void> {
     // Told before this read: any change made before the deletion is among the entries read.
     const deleting = this.deleting;
     const entries = await this.batch.eventsSince(this.tenant, this.id, this.lastId);
@@ -180,9 +188,9 @@ class RevisionFeed extends ObjectFeed<RevisionStatusChange> {
       }
     }
     if (deleting) return this.finish();
-    // Woken with nothing new (the re-check, or another status of the deployment): a deletion whose
-    // notification was lost ends the feed as well.
-    if (entries.length === 0 && (await beingDeleted(this.batch, this.tenant, this.deploymentId))) this.finish();
+    // Woken with nothing new (another status of the deployment), or in full (the re-check, the bus's
+    // resync): a deletion whose notification was lost ends the feed as well.
+    if ((entries.length === 0 || full) && (await beingDeleted(this.batch, this.tenant, this.deploymentId))) this.finish();
   }
 }
 
@@ -194,7 +202,11 @@ const change = (revision: Revision, entry: RevisionEvent): RevisionStatusChange 
   at: entry.at,
 });
 
-/** A deployment's status: each change the bus tells of is shown, even if a later one already landed. */
+/**
+ * A deployment's status: each change the bus tells of is shown, even if a later one already landed;
+ * then the status as read, if it is another (its notification was lost), and so in full steps (the
+ * re-check, the bus's resync) with nothing told. One read per step, none for a step with nothing to do.
+ */
 class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
   private pending: string[] = [];
   private status = "";
@@ -210,10 +222,11 @@ class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
     if (this.status === DELETING) this.finish();
   }
 
-  protected async step(): Promise<void> {
+  protected async step(full: boolean): Promise<void> {
     const changes = this.pending.splice(0);
-    if (changes.length === 0) return;
+    if (changes.length === 0 && !full) return;
     const [now] = await this.batch.deploymentsByIds(this.tenant, [this.id]);
+    if (now) changes.push(now.status);
     for (const next of changes) {
       if (next === this.status) continue;
       this.status = next;
@@ -224,51 +237,71 @@ class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
   }
 }
 
+/** Log entries read per statement when a deployment's revisions change faster than its feed reads. */
+const ENTRIES_BATCH = 500;
+
 /**
- * New revisions of a deployment and its revisions' status changes; nothing is sent on joining. Ends
- * once the deployment is being deleted: its revisions go with it.
+ * New revisions of a deployment and its revisions' status changes; nothing is sent on joining. What
+ * it sends is read from the revision event logs of the deployment's revisions, past the last entry it
+ * has seen (the bus only says when to read): a change whose notification was lost is read by the next
+ * step all the same, the re-check's or the bus's resync's. Ends once the deployment is being deleted:
+ * its revisions go with it.
  */
 class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
-  private pending: Extract<DomainEvent, { revisionId: string }>[] = [];
+  /** The newest log entry seen (0: none): every later one is a change not sent yet. */
+  private lastId = 0n;
+  /** A revision of the deployment was created or changed status since the last step (told by the bus). */
+  private changed = false;
   /** The deployment is being deleted (told by the bus). */
   private deleting = false;
 
   protected override received(event: DomainEvent): void {
-    if (event.type === "revision.status" || event.type === "deployment.revisions") this.pending.push(event);
+    if (event.type === "revision.status" || event.type === "deployment.revisions") this.changed = true;
     else if (isDeletion(event)) this.deleting = true;
   }
 
   protected async load(): Promise<void> {
     // Followed before it is read: a deletion is either read here or told later.
     this.follow(topics.deploymentStatus(this.id));
-    const deployment = await requireDeployment(this.batch, this.tenant, this.id);
+    // Where the log stands when the subscriber comes: later entries are its changes.
+    const [deployment, lastId] = await Promise.all([
+      requireDeployment(this.batch, this.tenant, this.id),
+      this.batch.lastDeploymentEntryId(this.tenant, this.id),
+    ]);
+    this.lastId = lastId;
     if (deployment.status === DELETING) this.finish();
   }
 
-  protected async step(): Promise<void> {
-    // Told before these reads: any change made before the deletion is among the events taken.
+  protected async step(full: boolean): Promise<void> {
+    // Told before these reads: any change made before the deletion is among the entries read.
     const deleting = this.deleting;
-    const events = this.pending.splice(0);
-    if (events.length === 0) {
-      // The deletion told; or the re-check (or another status of the deployment), which catches a
-      // deletion whose notification was lost.
+    if (!this.changed && !full) {
+      // Another status of the deployment (or its deletion) told, and no revision's change.
       if (deleting || (await beingDeleted(this.batch, this.tenant, this.id))) this.finish();
       return;
     }
-    // Who was subscribed when these events came: a later subscriber sees only later events.
+    this.changed = false;
+    // Who is subscribed now: a later subscriber sees only later changes.
     const audience = this.audience();
-    const [[deployment], revisions] = await Promise.all([
-      this.batch.deploymentsByIds(this.tenant, [this.id]),
-      this.batch.revisionsByIds(this.tenant, events.map((e) => e.revisionId)),
-    ]);
-    if (!deployment) return this.finish();
-    events.forEach((event, i) => {
-      const revision = revisions[i];
-      if (!revision) return;
-      const value: DeploymentRevisionChange = { deployment, revision, kind: event.type === "deployment.revisions" ? "created" : "status" };
-      for (const channel of audience) channel.push(value);
-    });
-    if (deleting || deployment.status === DELETING) this.finish();
+    for (;;) {
+      const [[deployment], entries] = await Promise.all([
+        this.batch.deploymentsByIds(this.tenant, [this.id]),
+        this.batch.deploymentEntriesSince(this.tenant, this.id, this.lastId, ENTRIES_BATCH),
+      ]);
+      if (!deployment) return this.finish();
+      for (const entry of entries) {
+        this.lastId = entry.eventId;
+        // A new revision is told twice, as before: created, then its first status.
+        const kinds: DeploymentRevisionChange["kind"][] = entry.fromStatus === null ? ["created", "status"] : ["status"];
+        for (const kind of kinds) {
+          const value: DeploymentRevisionChange = { deployment, revision: entry.revision, kind };
+          for (const channel of audience) channel.push(value);
+        }
+      }
+      if (entries.length === ENTRIES_BATCH) continue;
+      if (deleting || deployment.status === DELETING) this.finish();
+      return;
+    }
   }
 }
 

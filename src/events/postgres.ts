@@ -21,7 +21,9 @@ interface Envelope {
  * Cross-replica events over PostgreSQL LISTEN/NOTIFY. Each replica delivers its own publications at
  * once, NOTIFYs them with its origin id, and delivers what other replicas NOTIFY. Events carry ids only
  * (subscribers refetch), far under NOTIFY's 8000-byte payload limit. While the listening connection is
- * down, other replicas' events are missed; it reconnects with backoff.
+ * down, other replicas' events are missed; it reconnects with backoff, and once it listens again it
+ * tells its local subscribers to resync (onResync): each reads the current state of what it follows,
+ * which covers every change whose notification was lost (a change committed later is notified).
  */
 export class PostgresEventBus implements EventBus {
   private readonly local = new MemoryEventBus();
@@ -30,6 +32,8 @@ export class PostgresEventBus implements EventBus {
   private closed = false;
   private retryMs = 250;
   private reconnectTimer: NodeJS.Timeout | null = null;
+  /** The listening session was lost since the last resync: notifications may have been missed. */
+  private missed = false;
 
   constructor(
     private readonly pool: pg.Pool,
@@ -61,6 +65,15 @@ export class PostgresEventBus implements EventBus {
     }
     this.client = client;
     this.retryMs = 250;
+    if (this.missed) {
+      this.missed = false;
+      this.logger.info("events: listening again; subscribers re-read what they follow");
+      try {
+        this.local.resync();
+      } catch (err) {
+        this.logger.error({ err }, "events: a resync handler failed");
+      }
+    }
   }
 
   async publish(event: DomainEvent): Promise<void> {
@@ -76,6 +89,10 @@ export class PostgresEventBus implements EventBus {
 
   subscribe(topic: string, handler: (event: DomainEvent) => void): Unsubscribe {
     return this.local.subscribe(topic, handler);
+  }
+
+  onResync(handler: () => void): Unsubscribe {
+    return this.local.onResync(handler);
   }
 
   async close(): Promise<void> {
@@ -108,6 +125,7 @@ export class PostgresEventBus implements EventBus {
   private lost(client: pg.Client) {
     if (this.client !== client) return;
     this.client = null;
+    this.missed = true;
     client.end().catch(() => {});
     this.connectLater();
   }

@@ -56,5 +56,13 @@ export interface EventBus {
   /** Delivers to every subscriber of the event's topic, on every replica. */
   publish(event: DomainEvent): Promise<void>;
   subscribe(topic: string, handler: (event: DomainEvent) => void): Unsubscribe;
+  /**
+   * Calls `handler` each time the bus has connected again after losing its connection: events
+   * published meanwhile (by other replicas) may never be delivered here, so whatever the bus feeds
+   * (a live view, a cache) reads its objects' current state again. Called once the bus is listening
+   * again, so that a change committed after that read is delivered as usual. The in-process bus never
+   * loses an event and calls it only when told to (resync()).
+   */
+  onResync(handler: () => void): Unsubscribe;
   close(): Promise<void>;
 }

@@ -12,7 +12,8 @@ const DONE: IteratorResult<ExecutionResult> = { value: undefined, done: true };
 
 /**
  * SSE subscriptions end when the API key that started them is revoked, on whichever replica serves
- * them (the revocation reaches every replica's authenticator): one last result says why, in HTTP's
+ * them (the revocation reaches every replica's authenticator, over the bus or, on a replica whose bus
+ * was reconnecting, when it resyncs): one last result says why, in HTTP's
  * 401 words and code, then the stream completes. A new request with the key is refused by
  * authentication (authenticate.ts); a stream already open would otherwise go on for ever.
  * graphql-ws subscriptions do not pass here: they end with their socket (ws.ts).

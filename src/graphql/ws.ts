@@ -37,7 +37,8 @@ export interface WebSocketFace {
  * refusing one operation: the credentials are the connection's and cannot be replaced on it, and
  * graphql-ws clients take 4401 as final (no reconnecting with the same credentials) and report it to
  * every operation of the socket, as for a refused connection. A revoked key's sockets are closed at
- * once, on every replica, and their live subscriptions end with them.
+ * once, on every replica (one whose event bus was reconnecting: once it listens again), and their
+ * live subscriptions end with them.
  */
 export interface WebSocketOptions {
   production: boolean;

@@ -44,6 +44,31 @@ describe("in-process event bus", () => {
     expect(bus.topicCount).toBe(0);
   });
 
+  it("tells its resync handlers when told to, each even if another throws, until they unsubscribe", () => {
+    const bus = new MemoryEventBus();
+    const told: string[] = [];
+    const offFirst = bus.onResync(() => told.push("first"));
+    bus.onResync(() => {
+      throw new Error("a failing handler");
+    });
+    bus.onResync(() => told.push("third"));
+    expect(bus.resyncHandlerCount).toBe(3);
+    expect(() => bus.resync()).toThrow("a failing handler");
+    expect(told).toEqual(["first", "third"]);
+    offFirst();
+    expect(() => bus.resync()).toThrow();
+    expect(told).toEqual(["first", "third", "third"]);
+    // Events are not resyncs, and a resync is no event.
+    const events: DomainEvent[] = [];
+    bus.subscribe(topics.revision("r1"), (e) => events.push(e));
+    void bus.publish({ type: "revision.status", ...ids, status: "QUEUED" });
+    expect(told).toHaveLength(3);
+    void bus.close();
+    expect(bus.resyncHandlerCount).toBe(0);
+    bus.resync();
+    expect(events).toHaveLength(1);
+  });
+
   it("is the bus of an embedded (PGlite) app; a PostgreSQL app gets LISTEN/NOTIFY", async () => {
     const t = await startTestApp({ PIPELINE_WORKER: "off" });
     try {
@@ -134,8 +159,11 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
     onB.off();
   });
 
-  it("reconnects its listening session after the server drops it", async () => {
+  it("reconnects its listening session after the server drops it, then tells its subscribers to resync", async () => {
     const bus = b.app.core.deps.events as PostgresEventBus;
+    // Told once it listens again (never on the first start, nor while it is down).
+    const resyncs: boolean[] = [];
+    const offResync = bus.onResync(() => resyncs.push(bus.listening));
     const killed = await adminQuery(
       dbUrl,
       "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database() AND pid <> pg_backend_pid()",
@@ -144,6 +172,9 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
     expect(killed.length).toBe(2); // one listening session per instance
     await waitFor(async () => bus.listening, (up) => !up, { timeoutMs: 5_000 }).catch(() => undefined);
     await waitFor(async () => bus.listening, Boolean);
+    await waitFor(() => resyncs, (r) => r.length > 0, { what: "the resync after reconnecting" });
+    expect(resyncs).toEqual([true]);
+    offResync();
     const onB = collect(b, topics.revision("x3"));
     const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId: "x3", status: "QUEUED" };
     // The publisher's own listening session may still be reconnecting; NOTIFY goes through its pool.

@@ -272,6 +272,47 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
     }
   });
 
+  it("a deployment's revisions' feed reads its revisions' event logs by their indexes, under a generic plan too", async () => {
+    const tenant = { organizationId: "", workspaceId: ws.workspaceId, actor: "" };
+    const sql = recordSql();
+    try {
+      await t.app.core.batch.lastDeploymentEntryId(tenant, ids.deployment);
+      await t.app.core.batch.deploymentEntriesSince(tenant, ids.deployment, 0n, 500);
+    } finally {
+      sql.restore();
+    }
+    const statements = sql.statements.filter((s) => s.name);
+    expect(statements.map((s) => s.name)).toEqual(["deployment_last_revision_event", "deployment_revision_events_since"]);
+    for (const plan of await explain(statements)) {
+      expect(plan.sequential).toEqual([]);
+      expect(plan.indexes).toContain("revision_events_revision_id_id_idx");
+    }
+    // As above: a workspace that looks more selective than a deployment.
+    await explainer.query("ALTER TABLE revisions ALTER COLUMN workspace_id SET (n_distinct = -1)");
+    await explainer.query("ALTER TABLE revisions ALTER COLUMN deployment_id SET (n_distinct = 1)");
+    await explainer.query("ANALYZE revisions");
+    await explainer.query("SET plan_cache_mode = force_generic_plan");
+    try {
+      for (const s of statements) {
+        await explainer.query(`PREPARE generic AS ${s.text}`);
+        try {
+          const { rows } = await explainer.query<{ "QUERY PLAN": { Plan: PlanNode }[] }>(`EXPLAIN (FORMAT JSON) EXECUTE generic(${s.values.map(literal).join(", ")})`);
+          const plan = scans(rows[0]!["QUERY PLAN"][0]!.Plan);
+          expect(plan.sequential, `${s.name}: tenant tables read whole`).toEqual([]);
+          expect(plan.indexes, `${s.name}: a whole workspace's revisions read`).not.toContain("revisions_workspace_id_idx");
+          expect(plan.indexes, `${s.name}: the log's index`).toContain("revision_events_revision_id_id_idx");
+        } finally {
+          await explainer.query("DEALLOCATE generic");
+        }
+      }
+    } finally {
+      await explainer.query("RESET plan_cache_mode");
+      await explainer.query("ALTER TABLE revisions ALTER COLUMN workspace_id RESET (n_distinct)");
+      await explainer.query("ALTER TABLE revisions ALTER COLUMN deployment_id RESET (n_distinct)");
+      await explainer.query("ANALYZE revisions");
+    }
+  });
+
   it("the pipeline worker's claim of due steps, and a subscription's read of a revision's log", async () => {
     const sql = recordSql();
     try {

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { Channel, Feed } from "../../src/core/feeds.js";
+import { Channel, Feed, Wakeup, wakeOn } from "../../src/core/feeds.js";
 import { MemoryEventBus } from "../../src/events/memory.js";
 import { topics } from "../../src/events/types.js";
+import { waitFor } from "../support/wait.js";
 
 describe("Channel (one per subscriber of a feed)", () => {
   it("hands values to waiting consumers in order, even when their calls overlap, then ends them all", async () => {
@@ -78,5 +79,93 @@ describe("Feed.finish", () => {
     await Promise.all(consumers);
     expect(log.filter((l) => l.endsWith(":last")).sort()).toEqual(["busy:last", "quick:last"]);
     expect(log.findIndex((l) => l.endsWith(":done"))).toBeGreaterThan(Math.max(log.indexOf("quick:last"), log.indexOf("busy:last")));
+  });
+});
+
+describe("Wakeup", () => {
+  it("tells a wait rung by an event apart from a re-check: its time, or the bus's resync", async () => {
+    const wakeup = new Wakeup(60_000);
+    wakeup.ring();
+    expect(await wakeup.wait()).toBe(false);
+    const waiting = wakeup.wait();
+    wakeup.ring();
+    expect(await waiting).toBe(false);
+    // A resync while the loop steps is not lost: the next wait returns at once, in full.
+    wakeup.resync();
+    expect(await wakeup.wait()).toBe(true);
+    const resynced = wakeup.wait();
+    wakeup.ring();
+    wakeup.resync();
+    expect(await resynced).toBe(true);
+    // Covered by that step: the next event's wait is not a full one.
+    const next = wakeup.wait();
+    wakeup.ring();
+    expect(await next).toBe(false);
+    // The re-check's time.
+    expect(await new Wakeup(5).wait()).toBe(true);
+  });
+
+  it("wakeOn rings for its topic's events in its workspace, re-checks in full on a resync, and unsubscribes from both", async () => {
+    const bus = new MemoryEventBus();
+    const wakeup = new Wakeup(60_000);
+    const off = wakeOn(bus, topics.oauthFlow("f1"), "ws-1", wakeup);
+    const pending = wakeup.wait();
+    await bus.publish({ type: "oauth.flow", workspaceId: "ws-2", flowId: "f1", status: "completed" });
+    await bus.publish({ type: "oauth.flow", workspaceId: "ws-1", flowId: "f2", status: "completed" });
+    await bus.publish({ type: "oauth.flow", workspaceId: "ws-1", flowId: "f1", status: "completed" });
+    expect(await pending).toBe(false);
+    const full = wakeup.wait();
+    bus.resync();
+    expect(await full).toBe(true);
+    off();
+    expect(bus.topicCount).toBe(0);
+    expect(bus.resyncHandlerCount).toBe(0);
+  });
+});
+
+/** Records its steps; publishes nothing. */
+class StepRecorder extends Feed<string> {
+  readonly steps: boolean[] = [];
+  protected async load(): Promise<void> {}
+  protected async step(full: boolean): Promise<void> {
+    this.steps.push(full);
+  }
+}
+
+describe("Feed and the bus's resync", () => {
+  it("steps at once, in full, when the bus resyncs; an event's step is not full; a feed that ends stops listening", async () => {
+    const bus = new MemoryEventBus();
+    const feed = new StepRecorder(600_000, () => {});
+    feed.open(bus, topics.revision("r"), "ws-1");
+    const channel = await feed.join();
+    expect(bus.resyncHandlerCount).toBe(1);
+    await bus.publish({ type: "revision.status", workspaceId: "ws-1", revisionId: "r", deploymentId: "d", status: "QUEUED" });
+    await waitFor(() => feed.steps.length, (n) => n === 1, { what: "the event's step" });
+    bus.resync();
+    await waitFor(() => feed.steps.length, (n) => n === 2, { what: "the resync's step" });
+    expect(feed.steps).toEqual([false, true]);
+    await channel.return();
+    expect(feed.ended).toBe(true);
+    expect(bus.resyncHandlerCount).toBe(0);
+    expect(bus.topicCount).toBe(0);
+  });
+
+  it("a resync during the first read is stepped after it", async () => {
+    const bus = new MemoryEventBus();
+    let loaded!: () => void;
+    class SlowLoad extends StepRecorder {
+      protected override load(): Promise<void> {
+        return new Promise((resolve) => (loaded = resolve));
+      }
+    }
+    const feed = new SlowLoad(600_000, () => {});
+    feed.open(bus, topics.revision("r"), "ws-1");
+    const joined = feed.join();
+    bus.resync();
+    loaded();
+    const channel = await joined;
+    await waitFor(() => feed.steps, (s) => s.length === 1, { what: "the step after the first read" });
+    expect(feed.steps).toEqual([true]);
+    await channel.return();
   });
 });
