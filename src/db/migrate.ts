@@ -39,6 +39,11 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
 /**
  * Applies every migration not yet recorded, each in its own transaction, under Prisma's advisory
  * lock so that replicas starting together apply each migration once. Returns the names applied.
+ *
+ * A migration that fails is rolled back whole and recorded nowhere: its error (the database's, as
+ * `cause`) is thrown under its name, and the next start tries it again. Prisma Migrate would record
+ * it as failed, which stops `prisma migrate deploy` (P3009) until someone says what a half-applied
+ * script left behind; here there is nothing left behind to say anything about.
  */
 export async function migrate(db: Sql, migrations?: Migration[]): Promise<string[]> {
   const all = migrations ?? (await readMigrations());
@@ -46,30 +51,58 @@ export async function migrate(db: Sql, migrations?: Migration[]): Promise<string
 }
 
 async function applyUnderLock(sql: Sql, all: Migration[]): Promise<string[]> {
-  const applied: string[] = [];
   await sql.script(`SELECT pg_advisory_lock(${PRISMA_ADVISORY_LOCK})`);
+  let applied: string[];
   try {
-    await sql.script(PRISMA_MIGRATIONS_TABLE);
-    const done = await sql.query<{ migration_name: string; checksum: string }>(
-      `SELECT migration_name, checksum FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
-    );
-    const byName = new Map(done.map((r) => [r.migration_name, r.checksum]));
-    for (const m of all) {
-      const recorded = byName.get(m.name);
-      if (recorded !== undefined) {
-        if (recorded !== m.checksum) throw new Error(`migration ${m.name} was changed after it was applied`);
-        continue;
-      }
+    applied = await applyPending(sql, all);
+  } catch (err) {
+    // The session lock outlives the session's transactions: released here, or a pooled connection
+    // would keep it and the next start would wait on it. The first error is the one to tell; one
+    // from the unlock (a lost connection, which takes the lock with it) would only hide it.
+    await sql.script(`SELECT pg_advisory_unlock(${PRISMA_ADVISORY_LOCK})`).catch(() => {});
+    throw err;
+  }
+  await sql.script(`SELECT pg_advisory_unlock(${PRISMA_ADVISORY_LOCK})`);
+  return applied;
+}
+
+async function applyPending(sql: Sql, all: Migration[]): Promise<string[]> {
+  const applied: string[] = [];
+  await sql.script(PRISMA_MIGRATIONS_TABLE);
+  const done = await sql.query<{ migration_name: string; checksum: string }>(
+    `SELECT migration_name, checksum FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
+  );
+  const byName = new Map(done.map((r) => [r.migration_name, r.checksum]));
+  for (const m of all) {
+    const recorded = byName.get(m.name);
+    if (recorded !== undefined) {
+      if (recorded !== m.checksum) throw new Error(`migration ${m.name} was changed after it was applied`);
+      continue;
+    }
+    try {
       await sql.script(
         `BEGIN;\n${m.sql}\n;INSERT INTO "_prisma_migrations" (id, checksum, finished_at, migration_name, applied_steps_count) ` +
           `VALUES ('${randomUUID()}', '${m.checksum}', now(), '${m.name.replace(/'/g, "''")}', 1);\nCOMMIT;`,
       );
-      applied.push(m.name);
+    } catch (err) {
+      // A statement that fails leaves the transaction open and aborted: every later statement on this
+      // session would fail with 25P02 until it ends. (A COMMIT that fails has ended it already; the
+      // ROLLBACK is then a warning.) A ROLLBACK that fails too has lost the connection, and the
+      // transaction with it.
+      await sql.script("ROLLBACK").catch(() => {});
+      throw migrationFailed(m.name, err);
     }
-  } finally {
-    await sql.script(`SELECT pg_advisory_unlock(${PRISMA_ADVISORY_LOCK})`);
+    applied.push(m.name);
   }
   return applied;
+}
+
+/** The database's error under the migration's name; the error itself (SQLSTATE, position) is its cause. */
+function migrationFailed(name: string, err: unknown): Error {
+  const e = err as { message?: unknown; detail?: unknown; hint?: unknown };
+  const message = typeof e?.message === "string" ? e.message : String(err);
+  const more = [e?.detail, e?.hint].filter((s): s is string => typeof s === "string" && s !== "");
+  return new Error(`migration ${name} failed: ${message}${more.length > 0 ? ` (${more.join("; ")})` : ""}`, { cause: err });
 }
 
 /** True when every migration on disk is recorded as applied. */

@@ -312,6 +312,56 @@ describe.each(targets)("migrations on an empty $name database", (target) => {
     }
   });
 
+  const failures = [
+    {
+      case: "one of its statements fails",
+      sql: `CREATE TABLE "half_done" ("id" INTEGER);\nSELECT * FROM no_such_table_zz;`,
+      error: 'relation "no_such_table_zz" does not exist',
+      code: "42P01",
+    },
+    {
+      case: "its COMMIT fails, on a deferred constraint",
+      sql: `CREATE TABLE "half_done" ("id" INTEGER PRIMARY KEY, "parent" INTEGER REFERENCES "half_done" DEFERRABLE INITIALLY DEFERRED);\nINSERT INTO "half_done" VALUES (1, 2);`,
+      error: 'insert or update on table "half_done" violates foreign key constraint',
+      code: "23503",
+    },
+  ];
+  it.each(failures)("a migration that fails ($case) fails with its own error under its name, leaves nothing of itself, and releases the lock", async ({ sql, error, code }) => {
+    const bad = { name: "29990101000000_bad", sql, checksum: "x" };
+    const expected = `migration ${bad.name} failed: ${error}`;
+    // One connection, so that what is looked at afterwards is the session the migration ran on (PGlite is one).
+    const one =
+      db.kind === "pglite" ? db : await openDatabase({ kind: "postgres", url: (db.pool!.options as { connectionString: string }).connectionString }, { poolSize: 1 });
+    try {
+      const failure = await migrate(one.sql, [...(await readMigrations()), bad]).then(
+        () => null,
+        (err: unknown) => err as Error,
+      );
+      expect(failure?.message).toContain(expected);
+      // The database's error itself, with its SQLSTATE, and not "current transaction is aborted" (25P02).
+      expect(failure?.cause).toMatchObject({ code });
+      // The session is out of the failed transaction, and no longer holds the migration lock.
+      expect(await one.sql.query(`SELECT 1 AS alive`)).toEqual([{ alive: 1 }]);
+      expect(
+        await one.sql.query(
+          `SELECT count(*)::int AS held FROM pg_locks WHERE locktype = 'advisory' AND objid = 72707369 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+        ),
+      ).toEqual([{ held: 0 }]);
+      // Nothing of it: no table, and no record in _prisma_migrations. Prisma Migrate records a failed
+      // migration (finished_at and rolled_back_at NULL), which stops `prisma migrate deploy` (P3009) until
+      // someone says what it left behind; this one was rolled back whole, so there is nothing to say.
+      expect((await readCatalog(one.sql)).tables).not.toContain("half_done");
+      expect(await db.sql.query(`SELECT migration_name FROM "_prisma_migrations" WHERE migration_name = $1`, [bad.name])).toEqual([]);
+      // The next start (another connection, on PostgreSQL) is not kept waiting: it tries the migration again, and fails the same way.
+      await expect(migrate(db.sql, [bad])).rejects.toThrow(expected);
+      expect(await migrate(db.sql)).toEqual([]);
+      const [{ count }] = (await db.sql.query<{ count: number }>(`SELECT count(*)::int AS count FROM "_prisma_migrations"`)) as [{ count: number }];
+      expect(count).toBe(migrationDirs.length);
+    } finally {
+      if (one !== db) await one.close();
+    }
+  });
+
   it.runIf(target.name === "PostgreSQL")("applies each migration once when replicas migrate at the same time", async () => {
     const { db: fresh, drop: dropFresh } = await target.open();
     const other = await openDatabase({ kind: "postgres", url: (fresh.pool!.options as { connectionString: string }).connectionString }, { poolSize: 1 });
