@@ -1,4 +1,5 @@
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { linkSync, mkdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** A start-up failure whose message says everything: printed as one line, without a stack. */
@@ -33,41 +34,49 @@ export interface DataDirLock {
   release(): void;
 }
 
+/** The lock file, or its take-over guard, is held by a live process, which wrote `holder` in it. */
+class Held extends Error {
+  constructor(
+    readonly file: string,
+    readonly holder: Partial<LockContent>,
+  ) {
+    super(`${file} is held by process ${holder.pid}`);
+  }
+}
+
 /**
  * One process per DATA_DIR: embedded PGlite cannot share its folder, and a second process that
- * tried would abort inside PGlite (`RuntimeError: Aborted()`). The lock is a pid file made with
- * O_EXCL; a second process is told which pid holds the folder; a lock left by a process that is
- * gone (killed, crashed) is taken over.
+ * tried would abort inside PGlite (`RuntimeError: Aborted()`). The lock is a pid file; a second
+ * process is told which pid holds the folder; a lock left by a process that is gone (killed,
+ * crashed) is taken over.
+ *
+ * Every step is atomic, so that processes starting together end with one holder:
+ * - a lock file appears whole: it is written under a name of its own, then hard-linked to its
+ *   name, which fails if that exists (O_EXCL would show the others an empty file for a moment,
+ *   which they would take for a broken lock, and remove);
+ * - a stale lock is replaced (renamed over) only by the process holding the take-over guard, a
+ *   file made the same way next to it, after it has read the lock again under the guard: so what
+ *   it replaces is the stale lock it judged, and never one another process has just made in its
+ *   place. Another process that finds the guard held by a live process is refused, as the one
+ *   taking over will have the folder; a guard left by a process that died holding it is stale
+ *   in turn, and taken over the same way (under a guard of its own).
  */
 export function lockDataDir(dataDir: string, command: string): DataDirLock {
   mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, LOCK_FILE);
   const content: LockContent = { pid: process.pid, started: new Date().toISOString(), command };
   let tookOverFrom: number | null = null;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      writeFileSync(path, `${JSON.stringify(content)}\n`, { flag: "wx" });
-      break;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST" || attempt > 2) throw err;
-    }
-    let holder: Partial<LockContent> = {};
-    try {
-      holder = JSON.parse(readFileSync(path, "utf8")) as Partial<LockContent>;
-    } catch {
-      // Unreadable or half-written: treated as stale below.
-    }
-    if (typeof holder.pid === "number" && alive(holder.pid)) {
-      throw new StartupError(
-        `DATA_DIR ${dataDir} is in use by process ${holder.pid}${holder.command ? ` (${holder.command})` : ""}, started ${holder.started ?? "at an unknown time"}: stop it first, or give this process another DATA_DIR (or a DATABASE_URL). Lock file: ${path}`,
-      );
-    }
-    tookOverFrom = typeof holder.pid === "number" ? holder.pid : null;
-    try {
-      unlinkSync(path);
-    } catch {
-      // Another process took it over first: the next attempt sees its lock.
-    }
+  try {
+    const replaced = claim(path, `${JSON.stringify(content)}\n`);
+    tookOverFrom = replaced === null ? null : (parse(replaced).pid ?? null);
+  } catch (err) {
+    if (!(err instanceof Held)) throw err;
+    const { pid, command: what, started } = err.holder;
+    // A holder of the take-over guard is about to have the folder: it found the lock stale too.
+    const state = err.file === path ? "is in use by" : "is being taken over by";
+    throw new StartupError(
+      `DATA_DIR ${dataDir} ${state} process ${pid}${what ? ` (${what})` : ""}, started ${started ?? "at an unknown time"}: stop it first, or give this process another DATA_DIR (or a DATABASE_URL). Lock file: ${err.file}`,
+    );
   }
   let released = false;
   return {
@@ -83,4 +92,71 @@ export function lockDataDir(dataDir: string, command: string): DataDirLock {
       }
     },
   };
+}
+
+/**
+ * Makes `file` hold `content`: creates it, or replaces it when the process it names is gone.
+ * Returns what was replaced (null when it was created); throws Held when a live process has it.
+ */
+function claim(file: string, content: string): string | null {
+  for (let attempt = 0; attempt < 10; attempt++) {
+    if (place(file, content, "create")) return null;
+    const current = readOrNull(file);
+    // Released between the two: create it again.
+    if (current === null) continue;
+    const holder = parse(current);
+    if (typeof holder.pid === "number" && alive(holder.pid)) throw new Held(file, holder);
+    // Stale, or unreadable: a file is written whole before it gets its name, so nothing in
+    // progress looks like this.
+    const guard = `${file}.takeover`;
+    claim(guard, content);
+    try {
+      if (readOrNull(file) === current) {
+        place(file, content, "replace");
+        return current;
+      }
+      // Replaced or released by another process since it was read (which released the guard
+      // before this one got it): look again.
+    } finally {
+      unlinkSync(guard);
+    }
+  }
+  throw new Error(`${file} kept changing while this process tried to take it: try again`);
+}
+
+/**
+ * Gives `file` this content in one step, through a file of this process's own next to it: "create"
+ * hard-links it, and fails (false) if `file` exists; "replace" renames it over `file`.
+ */
+function place(file: string, content: string, how: "create" | "replace"): boolean {
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  writeFileSync(tmp, content, { flag: "wx" });
+  try {
+    if (how === "replace") renameSync(tmp, file);
+    else linkSync(tmp, file);
+    return true;
+  } catch (err) {
+    if (how === "create" && (err as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw err;
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+}
+
+function readOrNull(file: string): string | null {
+  try {
+    return readFileSync(file, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+    throw err;
+  }
+}
+
+function parse(content: string): Partial<LockContent> {
+  try {
+    const parsed = JSON.parse(content) as unknown;
+    return typeof parsed === "object" && parsed !== null ? (parsed as Partial<LockContent>) : {};
+  } catch {
+    return {};
+  }
 }
