@@ -82,6 +82,9 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
     // The app's body limit (middleware/limits.ts) runs ahead of the route, in the same words as on
     // REST; yoga's would pipe every POST body through a web TransformStream into a second Request.
     maxRequestBodySize: false,
+    // Any origin may call with a key (dashboards live elsewhere); credentials are headers, never
+    // cookies, so none are shared, and a browser may read when to retry and the request's id.
+    cors: { credentials: false, exposedHeaders: ["Retry-After", "X-Request-Id"] },
     logging: yogaLogger(logger, options.production),
     maskedErrors: { errorMessage: MASKED_ERROR_MESSAGE, maskError: (error, message) => maskError(error, message, !options.production) },
     // Bounded by bytes: see parse-cache.ts.
@@ -101,8 +104,9 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       useEndedOnRevocation(core),
       // Before error masking, which logs the errors it rewrites: neither the answer nor the log quotes a secret.
       useRedactedSecrets(),
-      // A browser can send a "simple" request cross-site without a preflight; demanding one of
-      // these headers (which our clients send anyway) forces the preflight that CORS then refuses.
+      // A browser sends a "simple" request cross-site without a preflight; demanding one of these
+      // headers (which our clients send anyway) makes every request one a page elsewhere can only
+      // send after a preflight, and never with a browser's ambient credentials.
       useCSRFPrevention({ requestHeaders: ["x-api-key", "authorization", "x-graphql-yoga-csrf", "apollo-require-preflight"] }),
       EnvelopArmorPlugin({
         maxDepth: { n: LIMITS.depth, ignoreIntrospection: true, ...asValidationError },

@@ -62,3 +62,22 @@ describe("a whole answer over HTTP", () => {
     expect(JSON.parse(next!.slice("data: ".length)).data.deployments.edges).toHaveLength(20);
   });
 });
+
+describe("from a browser on another origin (CORS)", () => {
+  it("lets a dashboard elsewhere call with its key, shares no credentials, and lets it read Retry-After and X-Request-Id", async () => {
+    const origin = "https://dashboard.example";
+    const preflight = await fetch(`${url}/graphql`, {
+      method: "OPTIONS",
+      headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "x-api-key,content-type" },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get("access-control-allow-origin")).toBe(origin);
+    // Credentials here are headers (X-Api-Key, Authorization), never cookies: a browser has none to send along.
+    expect(preflight.headers.get("access-control-allow-credentials")).toBeNull();
+    const res = await post({ query: "{ __typename }" }, { origin });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("access-control-allow-origin")).toBe(origin);
+    expect(res.headers.get("access-control-allow-credentials")).toBeNull();
+    expect(res.headers.get("access-control-expose-headers")?.split(/,\s*/)).toEqual(expect.arrayContaining(["Retry-After", "X-Request-Id"]));
+  });
+});
