@@ -20,3 +20,29 @@ export async function markDeleting(deps: CoreDeps, tenant: Tenant, ids: string[]
   });
   return found;
 }
+
+/**
+ * Second half: deletes those of the workspace among `ids` still AWAITING_DELETE, with everything that
+ * goes with them (revisions, their events and logs, uploads: ON DELETE CASCADE), and then the bytes
+ * of a folder store. Returns the ids this call deleted. Run by DELETE after markDeleting, and by the
+ * sweep (DeletionSweeper) for a deletion whose second half never ran. Two at once on one deployment
+ * are safe: the second waits for the first's row lock, then finds nothing to delete.
+ */
+export async function finishDeleting(deps: CoreDeps, tenant: Pick<Tenant, "workspaceId">, ids: string[]): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const data = deps.data(tenant);
+  const deleted = await data.$transaction(async (tx) => {
+    // Locked in id order, so that deletions of overlapping sets (a bulk DELETE, sweeps on two replicas)
+    // cannot deadlock; one that another deleted meanwhile is not returned once its lock is released.
+    const rows = await tx.$queryRaw<{ id: string }[]>`
+      SELECT id FROM deployments
+      WHERE id = ANY(${ids}::uuid[]) AND workspace_id = ${tenant.workspaceId}::uuid AND status = 'AWAITING_DELETE'
+      ORDER BY id FOR UPDATE`;
+    const found = rows.map((d) => d.id);
+    if (found.length > 0) await tx.deployment.deleteMany({ where: { id: { in: found } } });
+    return found;
+  });
+  // Their uploads' rows went with them; the bytes of a folder store go now.
+  if (deleted.length > 0) await deps.blobs.removeDeployments(deleted);
+  return deleted;
+}

@@ -3,7 +3,7 @@ import type { Deployment, Revision } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { deploymentPageWithLatestConfig, deploymentWhere, deploymentWithLatestConfig } from "./deployment-reads.js";
-import { markDeleting } from "./deployment-status.js";
+import { finishDeleting, markDeleting } from "./deployment-status.js";
 import { badRequest, conflict, CoreError, invalid, notFound, type ValidationIssue } from "./errors.js";
 import { commitThenPublish } from "./publish.js";
 import { isSelfHosted } from "./revision-machine.js";
@@ -203,13 +203,10 @@ export class DeploymentService {
 
   /** The one deletion path (single and bulk): revisions and their events go with the deployment. */
   private async remove(tenant: Tenant, ids: string[]): Promise<string[]> {
-    // Through AWAITING_DELETE, published, before the rows go.
+    // Through AWAITING_DELETE, published, before the rows go. Two transactions: should the second
+    // never run (a crash, the database lost), the worker's DeletionSweeper finishes it after a grace period.
     const foundIds = await markDeleting(this.deps, tenant, ids);
-    if (foundIds.length > 0) {
-      await this.deps.data(tenant).deployment.deleteMany({ where: { id: { in: foundIds } } });
-      // Their uploads' rows went with them; the bytes of a folder store go now.
-      await this.deps.blobs.removeDeployments(foundIds);
-    }
+    await finishDeleting(this.deps, tenant, foundIds);
     return foundIds;
   }
 

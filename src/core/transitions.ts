@@ -177,8 +177,13 @@ export const newerThan = (rev: Pick<Revision, "id" | "createdAt">) => ({
 
 /** Row lock on the deployment: serialises revision creation, pipeline decisions and transitions on it. */
 export async function lockDeployment(tx: Tx, deploymentId: string): Promise<boolean> {
-  const rows = await tx.$queryRaw<{ id: string }[]>`SELECT id FROM deployments WHERE id = ${deploymentId}::uuid FOR UPDATE`;
-  return rows.length > 0;
+  return (await lockDeploymentStatus(tx, deploymentId)) !== null;
+}
+
+/** lockDeployment, answering the deployment's status (null: no such deployment). */
+export async function lockDeploymentStatus(tx: Tx, deploymentId: string): Promise<string | null> {
+  const rows = await tx.$queryRaw<{ status: string }[]>`SELECT status FROM deployments WHERE id = ${deploymentId}::uuid FOR UPDATE`;
+  return rows[0]?.status ?? null;
 }
 
 const pastTense = (event: RevisionEvent) =>

@@ -13,13 +13,18 @@ export class Leases {
     private readonly leaseMs: number,
   ) {}
 
-  /** Leases up to `limit` due steps that nobody holds (or whose holder's lease ran out); their ids. */
+  /**
+   * Leases up to `limit` due steps that nobody holds (or whose holder's lease ran out), but none of a
+   * deployment being deleted; their ids.
+   */
   async claim(limit: number): Promise<string[]> {
     const rows = await this.prisma.$queryRaw<{ id: string }[]>`
       UPDATE revisions SET lease_owner = ${this.owner}, lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond'
       WHERE id IN (
         SELECT id FROM revisions
         WHERE next_step_at <= now() AND (lease_until IS NULL OR lease_until < now())
+          -- Nothing of a deployment being deleted moves again (its rows go soon).
+          AND NOT EXISTS (SELECT 1 FROM deployments d WHERE d.id = revisions.deployment_id AND d.status = 'AWAITING_DELETE')
         ORDER BY next_step_at
         LIMIT ${limit}::int
         FOR UPDATE SKIP LOCKED)

@@ -5,15 +5,18 @@ import { commitThenPublish } from "../core/publish.js";
 import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "../core/revision-machine.js";
 import { missingReferences } from "../core/revision-rules.js";
 import { LISTENER_REQUIRED, listenerRequired } from "../core/schemas/source-rules.js";
-import { lockDeployment, newerThan, transitionInTx, type Tx } from "../core/transitions.js";
+import { lockDeploymentStatus, newerThan, transitionInTx, type Tx } from "../core/transitions.js";
 import type { DomainEvent } from "../events/types.js";
 import { Prisma, type Revision } from "../generated/prisma/client.js";
 import type { BuildFindings, StepOutcome } from "./runtime.js";
 
+/** A deployment's status while it is being deleted: its revisions move no more. */
+const DELETING = "AWAITING_DELETE";
+
 /** What became of a leased step. */
 export type StepResult = "committed" | "skipped" | "waiting" | "lost";
 
-type Decision = { kind: "lost" } | { kind: "skip"; current: Revision } | { kind: "wait"; current: Revision; blocker: Revision } | { kind: "go"; current: Revision };
+type Decision = { kind: "lost" } | { kind: "drop" } | { kind: "skip"; current: Revision } | { kind: "wait"; current: Revision; blocker: Revision } | { kind: "go"; current: Revision };
 
 /**
  * The pipeline's decisions, each in one transaction under the deployment's row lock (the lock that
@@ -71,6 +74,12 @@ export class Steps {
       switch (decision.kind) {
         case "lost":
           return { result: "lost" as const, events: [] };
+        case "drop":
+          // Still ours (a compare-and-set on the lease): parked, as quietly as a lost step.
+          await tx.$executeRaw`
+            UPDATE revisions SET lease_owner = NULL, lease_until = NULL, next_step_at = NULL
+            WHERE id = ${claimed.id}::uuid AND lease_owner = ${this.owner}`;
+          return { result: "lost" as const, events: [] };
         case "skip": {
           const t = await transitionInTx(tx, this.request(decision.current, "skip"));
           return { result: "skipped" as const, events: t.events };
@@ -101,7 +110,10 @@ export class Steps {
   }
 
   private async decide(tx: Tx, claimed: Revision, outcome: StepOutcome | null): Promise<Decision> {
-    if (!(await lockDeployment(tx, claimed.deploymentId))) return { kind: "lost" };
+    const deploymentStatus = await lockDeploymentStatus(tx, claimed.deploymentId);
+    if (deploymentStatus === null) return { kind: "lost" };
+    // Claimed before its deployment was marked for deletion: the step is dropped, and not due again.
+    if (deploymentStatus === DELETING) return { kind: "drop" };
     const current = await tx.revision.findUnique({ where: { id: claimed.id } });
     // Interrupted, deleted, or taken over by another worker after our lease ran out: not ours to move.
     if (!current || current.status !== claimed.status || current.leaseOwner !== this.owner) return { kind: "lost" };

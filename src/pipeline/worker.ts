@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { CoreDeps } from "../core/context.js";
+import { DELETE_GRACE_MS, DELETE_SWEEP_EVERY_MS, DeletionSweeper } from "../core/deletion-sweep.js";
 import { LogSweeper } from "../core/log-retention.js";
 import { logKindOf, LogWriter, type StepLog } from "../core/log-writer.js";
 import type { Revision } from "../generated/prisma/client.js";
@@ -33,6 +34,10 @@ export interface WorkerOptions {
   logRetentionMs: number;
   /** How often the sweep runs. */
   logSweepEveryMs: number;
+  /** A deployment AWAITING_DELETE this long is a deletion left half done, which the worker finishes (tests shorten it). */
+  deleteGraceMs: number;
+  /** How often the worker looks for deletions left half done. */
+  deleteSweepEveryMs: number;
   /** Told how long each step this worker performed took, the status it ran in and its result (metrics). */
   onStep?: (status: string, outcome: string, seconds: number) => void;
 }
@@ -47,6 +52,8 @@ export const defaultWorkerOptions = (): WorkerOptions => ({
   awaitSourceMs: 60 * 60_000,
   logRetentionMs: 30 * 24 * 3_600_000,
   logSweepEveryMs: 10 * 60_000,
+  deleteGraceMs: DELETE_GRACE_MS,
+  deleteSweepEveryMs: DELETE_SWEEP_EVERY_MS,
 });
 
 export interface WorkerStats {
@@ -71,6 +78,7 @@ export class PipelineWorker {
   private readonly steps: Steps;
   private readonly logs: LogWriter;
   private readonly sweeper: LogSweeper;
+  private readonly deletions: DeletionSweeper;
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
   private running = false;
   private loopDone: Promise<void> | null = null;
@@ -91,6 +99,7 @@ export class PipelineWorker {
     this.steps = new Steps(deps, this.options.owner, this.options.queuedRecheckMs);
     this.logs = new LogWriter(deps, logger);
     this.sweeper = new LogSweeper(deps.prisma, logger, this.options.logRetentionMs);
+    this.deletions = new DeletionSweeper(deps, logger, this.options.deleteGraceMs);
   }
 
   start(): void {
@@ -99,6 +108,7 @@ export class PipelineWorker {
     this.silenced = false;
     this.loopDone = this.loop();
     this.sweeper.start(this.options.logSweepEveryMs);
+    this.deletions.start(this.options.deleteSweepEveryMs);
   }
 
   /**
@@ -112,6 +122,7 @@ export class PipelineWorker {
     this.silenced = !release;
     this.wake();
     await this.sweeper.stop();
+    await this.deletions.stop();
     // The loop ends first, so that no step starts after the aborts below.
     await this.loopDone;
     for (const { abort } of this.inFlight.values()) abort.abort(new Error("worker stopping"));

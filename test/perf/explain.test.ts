@@ -1,6 +1,7 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { DeletionSweeper } from "../../src/core/deletion-sweep.js";
 import { Leases } from "../../src/pipeline/leases.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { storeToken } from "../support/oauth.js";
@@ -313,18 +314,20 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
     }
   });
 
-  it("the pipeline worker's claim of due steps, and a subscription's read of a revision's log", async () => {
+  it("the pipeline worker's claim of due steps, its sweep of deletions left half done, and a subscription's read of a revision's log", async () => {
     const sql = recordSql();
     try {
       await new Leases(t.app.db.prisma, "planner", 10_000).claim(16);
+      await new DeletionSweeper(t.app.core.deps, t.app.logger).sweep();
       await t.app.core.batch.eventsSince({ organizationId: "", workspaceId: ws.workspaceId, actor: "" }, ids.revision, 0n);
     } finally {
       sql.restore();
     }
     const plans = await explain(sql.statements);
-    expect(plans).toHaveLength(2);
-    expectIndexed(plans, "claim and log");
+    expect(plans).toHaveLength(3);
+    expectIndexed(plans, "claim, sweep and log");
     expect(plans[0]!.indexes).toContain("revisions_next_step_at_idx");
-    expect(plans[1]!.indexes).toContain("revision_events_revision_id_id_idx");
+    expect(plans[1]!.indexes).toContain("deployments_status_updated_at_idx");
+    expect(plans[2]!.indexes).toContain("revision_events_revision_id_id_idx");
   });
 });

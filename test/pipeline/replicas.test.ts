@@ -100,4 +100,30 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("pipeline across app instances o
       expect(await waitFor(async () => second.app.worker!.stats.committed, (n) => n >= 6)).toBe(6);
     });
   }
+
+  it("two replicas finish the same deletions left half done: each deployment is deleted once, and nothing is logged as a fault", async () => {
+    const db = await createTestDatabase();
+    // Sweeps often, on both; the tests date the deletions back past the grace period.
+    const options = { pollMs: 10, deleteGraceMs: 60_000, deleteSweepEveryMs: 5 };
+    const a = await start({ PIPELINE_STEP_MS: "5" }, db, options);
+    const b = await start({ PIPELINE_STEP_MS: "5" }, db, options);
+    const ws = await a.workspace();
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++) {
+      const res = await a.request("POST", "/v2/deployments", {
+        key: ws.apiKey,
+        body: { name: `left-${i}`, source: "internal_container", source_revision_config: { image_uri: `r.example/a:${i}` } },
+      });
+      expect(res.status).toBe(201);
+      ids.push(res.body.id);
+    }
+    // As markDeleting leaves them, a minute ago, all in one statement: both replicas' next sweeps see them all.
+    await a.app.db.prisma.$executeRaw`UPDATE deployments SET status = 'AWAITING_DELETE', updated_at = now() - interval '1 minute' WHERE id = ANY(${ids}::uuid[])`;
+    await waitFor(() => a.app.db.prisma.deployment.count({ where: { id: { in: ids } } }), (n) => n === 0, { what: "every deletion to be finished" });
+    const finished = (t: TestApp) => t.guard.logLines.filter((l) => l.includes("finished deleting"));
+    await waitFor(() => finished(a).length + finished(b).length, (n) => n >= ids.length, { what: "a log line per deletion" });
+    expect(finished(a).length + finished(b).length).toBe(ids.length);
+    for (const t of [a, b]) expect(t.guard.logLines.filter((l) => (JSON.parse(l) as { level: number }).level >= 40)).toEqual([]);
+    expect(await a.app.db.prisma.revision.count({ where: { deploymentId: { in: ids } } })).toBe(0);
+  });
 });
