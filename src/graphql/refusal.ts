@@ -1,5 +1,7 @@
 import type { GraphQLError } from "graphql";
+import { getCORSHeadersByRequestAndOptions } from "@whatwg-node/server";
 import { type FetchAPI, getSSEProcessor, processRegularResult } from "graphql-yoga";
+import { GRAPHQL_CORS } from "./server.js";
 
 const SSE = "text/event-stream";
 /** The media types of yoga's regular (whole) answer, in the order its result processor lists them. */
@@ -48,8 +50,11 @@ export function refusalMediaType(accept: string | null): string {
  * 401 among them): the media type by Accept, the status and headers (Retry-After) from the error's
  * extensions.http, left out of the body. Its parameters are never read, nor its body.
  */
-export function refusalAnswer(request: Request, error: GraphQLError): Response | Promise<Response> {
+export async function refusalAnswer(request: Request, error: GraphQLError): Promise<Response> {
   const mediaType = refusalMediaType(request.headers.get("accept"));
   const result = { errors: [error] };
-  return mediaType === SSE ? getSSEProcessor()(result, PLATFORM, mediaType) : processRegularResult(result, PLATFORM, mediaType);
+  const answer = await (mediaType === SSE ? getSSEProcessor()(result, PLATFORM, mediaType) : processRegularResult(result, PLATFORM, mediaType));
+  // With yoga's CORS headers, computed as yoga computes them: a dashboard elsewhere can read the refusal.
+  for (const [name, value] of Object.entries(getCORSHeadersByRequestAndOptions(request, GRAPHQL_CORS) ?? {})) answer.headers.set(name, value);
+  return answer;
 }

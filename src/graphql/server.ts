@@ -2,6 +2,7 @@ import { EnvelopArmorPlugin } from "@escape.tech/graphql-armor";
 import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
 import { complexityFromQuery } from "@pothos/plugin-complexity";
 import { type DocumentNode, getOperationAST, GraphQLError, type GraphQLSchema, Kind, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
+import type { CORSOptions } from "@whatwg-node/server";
 import { createYoga, maskError as yogaMaskError, type Plugin, processRegularResult, type YogaServerInstance } from "graphql-yoga";
 import type { Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
@@ -23,6 +24,13 @@ import { graphiqlOptions, renderOfflineGraphiQL } from "./graphiql.js";
 import type { Metrics, RequestRecord } from "../middleware/metrics.js";
 
 export const GRAPHQL_PATH = "/graphql";
+
+/**
+ * GraphQL's CORS, for yoga's answers and for the limits' refusals ahead of it (refusal.ts): any origin
+ * may call with a key (dashboards live elsewhere); credentials are headers, never cookies, so none are
+ * shared; a browser may read when to retry and the request's id.
+ */
+export const GRAPHQL_CORS: CORSOptions = { credentials: false, exposedHeaders: ["Retry-After", "X-Request-Id"] };
 /** What an unexpected error says to the client (its details stay in the log). */
 export const MASKED_ERROR_MESSAGE = "Unexpected error.";
 
@@ -82,9 +90,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
     // The app's body limit (middleware/limits.ts) runs ahead of the route, in the same words as on
     // REST; yoga's would pipe every POST body through a web TransformStream into a second Request.
     maxRequestBodySize: false,
-    // Any origin may call with a key (dashboards live elsewhere); credentials are headers, never
-    // cookies, so none are shared, and a browser may read when to retry and the request's id.
-    cors: { credentials: false, exposedHeaders: ["Retry-After", "X-Request-Id"] },
+    cors: GRAPHQL_CORS,
     logging: yogaLogger(logger, options.production),
     maskedErrors: { errorMessage: MASKED_ERROR_MESSAGE, maskError: (error, message) => maskError(error, message, !options.production) },
     // Bounded by bytes: see parse-cache.ts.

@@ -53,6 +53,20 @@ describe("past the caller's rate (RATE_LIMIT_PER_MINUTE), and past the body limi
     expect(res.body).toEqual(rateLimited(rateMessage(retryAfter), retryAfter));
   });
 
+  it("from a browser on another origin: with GraphQL's CORS headers, so that a dashboard can read the 429 and its Retry-After", async () => {
+    const key = await spentKey();
+    const origin = "https://dashboard.example";
+    const res = await t.request("POST", "/graphql", { key, body: QUERY, headers: { origin } });
+    expect(res.status).toBe(429);
+    expect(res.headers.get("access-control-allow-origin")).toBe(origin);
+    expect(res.headers.get("access-control-allow-credentials")).toBeNull();
+    expect(res.headers.get("access-control-expose-headers")?.split(/,\s*/)).toEqual(expect.arrayContaining(["Retry-After", "X-Request-Id"]));
+    // REST has no CORS: its clients are scripts and command-line tools.
+    const rest = await t.request("GET", "/v2/listeners", { key, headers: { origin } });
+    expect(rest.status).toBe(429);
+    expect(rest.headers.get("access-control-allow-origin")).toBeNull();
+  });
+
   it("GET /graphql and Accept: application/graphql-response+json: the same, in that media type", async () => {
     const key = await spentKey();
     const res = await t.request("GET", `/graphql?query=${encodeURIComponent("{ __typename }")}`, { key, headers: { accept: "application/graphql-response+json" } });
