@@ -1,4 +1,5 @@
 import type { PrismaClient } from "../db/client.js";
+import { topics } from "../events/types.js";
 import { isTerminal, type RevisionStatus } from "./revision-machine.js";
 import type { Tenant } from "./auth.js";
 import { invalid, notFound } from "./errors.js";
@@ -11,6 +12,8 @@ import type { LogKind } from "./schemas/logs.js";
 export const DEFAULT_TAIL = 100;
 /** The most a subscriber may ask for first: what each live feed keeps in memory. */
 export const MAX_TAIL = 1000;
+/** A deployment's status while it is being deleted: its revisions, and their logs, change no more. */
+const DELETING = "AWAITING_DELETE";
 /** Lines read per statement when a log grows faster than a feed reads (a feed reads again at once). */
 const BATCH = 1000;
 
@@ -45,20 +48,24 @@ export class RevisionLogFeed extends Feed<LogLine, number> {
   }
 
   protected async load(): Promise<void> {
-    const { status, lines } = await this.read({ direction: "desc", take: MAX_TAIL });
-    if (status === null) throw notFound("Revision", this.revisionId);
+    const { status, deployment, lines } = await this.read({ direction: "desc", take: MAX_TAIL });
+    if (status === null || deployment === null) throw notFound("Revision", this.revisionId);
     this.keep(lines.reverse());
-    if (isTerminal(status as RevisionStatus)) this.finish();
+    if (isTerminal(status as RevisionStatus) || deployment.status === DELETING) return this.finish();
+    // Woken when the deployment is deleted (no final status comes then): the next read says so. A
+    // deletion between the read above and this is read at the re-check.
+    this.follow(topics.deploymentStatus(deployment.id));
   }
 
   protected async step(): Promise<void> {
     for (;;) {
-      const { status, lines } = await this.read({ direction: "asc", from: this.last, take: BATCH });
+      const { status, deployment, lines } = await this.read({ direction: "asc", from: this.last, take: BATCH });
       if (status === null) return this.finish(); // deleted with its deployment
       for (const line of lines) this.publish(line, false);
       this.keep(lines);
       if (lines.length === BATCH) continue;
-      if (isTerminal(status as RevisionStatus)) this.finish();
+      // Ends after its final status line, or once its deployment is being deleted (its lines go with it).
+      if (isTerminal(status as RevisionStatus) || deployment?.status === DELETING) this.finish();
       return;
     }
   }

@@ -73,16 +73,18 @@ export async function revisionWindow(
   kind: LogKind,
   filter: LogFilter,
   window: LogWindow,
-): Promise<{ status: string | null; lines: LogLine[] }> {
-  const rows = await prisma.$queryRaw<(Row & { status: string })[]>`
-    SELECT r.status, l.id, l."timestamp", l.level, l.message
+): Promise<{ status: string | null; deployment: { id: string; status: string } | null; lines: LogLine[] }> {
+  const rows = await prisma.$queryRaw<(Row & { status: string; deploymentId: string; deploymentStatus: string })[]>`
+    SELECT r.status, r.deployment_id::text AS "deploymentId", d.status AS "deploymentStatus", l.id, l."timestamp", l.level, l.message
     FROM revisions r
+    JOIN deployments d ON d.id = r.deployment_id
     LEFT JOIN LATERAL (${linesOf(Prisma.sql`x.revision_id = r.id`, kind, filter, window)}) l ON true
     WHERE r.id = ${at.revisionId}::uuid AND r.workspace_id = ${at.workspaceId}::uuid
       ${at.deploymentId ? Prisma.sql`AND r.deployment_id = ${at.deploymentId}::uuid` : Prisma.empty}
     ORDER BY ${orderBy("l", window.direction)}`;
-  if (rows.length === 0) return { status: null, lines: [] };
-  return { status: rows[0]!.status, lines: rows.filter((r) => r.id !== null).map(toLine) };
+  if (rows.length === 0) return { status: null, deployment: null, lines: [] };
+  const [first] = rows as [(typeof rows)[number]];
+  return { status: first.status, deployment: { id: first.deploymentId, status: first.deploymentStatus }, lines: rows.filter((r) => r.id !== null).map(toLine) };
 }
 
 /**

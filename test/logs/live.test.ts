@@ -6,6 +6,7 @@ import { countSql } from "../graphql/sql-count.js";
 import { globalId } from "../graphql/support.js";
 import { newDeployment, stored, type Target, write } from "./support.js";
 import { waitFor } from "../support/wait.js";
+import { Watcher } from "../../src/core/watch.js";
 
 /** revisionLogAppended: the tail of a log, then every new line, live, over graphql-ws and SSE. */
 
@@ -142,5 +143,28 @@ describe("subscribers of one log share one feed", () => {
     const many = await statementsForOneBatch(40);
     expect(one - none).toBe(1);
     expect(many).toBe(one);
+  });
+});
+
+describe("a deployment being deleted", () => {
+  it("ends its revisions' live logs at the deletion, not at the next re-check", { timeout: 60_000 }, async () => {
+    const x = await pausedRevision();
+    try {
+      // A re-check ten minutes away: only the deletion itself can end the feed within the wait.
+      const watch = new Watcher(t.app.core.deps, { recheckMs: 600_000 });
+      const tenant = await t.app.core.auth.authenticate({ apiKey: ws.apiKey });
+      const lines = await watch.revisionLogs(tenant, x.revisionId, "build", 0);
+      let ended = false;
+      const drained = (async () => {
+        for await (const _ of lines);
+        ended = true;
+      })();
+      expect((await t.request("DELETE", `/v2/deployments/${x.deploymentId}`, { key: ws.apiKey })).status).toBe(204);
+      await waitFor(() => ended, Boolean, { what: "the end of the deleted revision's live log" });
+      await drained;
+      expect(watch.feedCount).toBe(0);
+    } finally {
+      t.app.worker!.start();
+    }
   });
 });

@@ -65,7 +65,8 @@ builder.subscriptionField("revisionLogAppended", (t) =>
     type: LogEntryRef,
     description:
       `The last \`tail\` lines of the revision's build or deploy log (${DEFAULT_TAIL} by default, at most ${MAX_TAIL}), oldest first, ` +
-      "then every new line as it is written; completes after the revision's final status line (DEPLOYED, a FAILED status, SKIPPED or INTERRUPTED).",
+      "then every new line as it is written; completes after the revision's final status line (DEPLOYED, a FAILED status, SKIPPED or INTERRUPTED), " +
+      "or once its deployment is being deleted.",
     args: {
       revisionId: t.arg.id({ required: true }),
       kind: t.arg({ type: LogKindEnum, required: true }),
