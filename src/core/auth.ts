@@ -25,8 +25,9 @@ export const hashApiKey = (key: string) => createHash("sha256").update(key).dige
 /** The characters of a key that `npm run keys -- list` shows (`dcp_` and four of the random part): enough to recognise it, useless to use. */
 export const keyPrefix = (key: string) => key.slice(0, 8);
 
+const KEY_ACTOR = "api_key:";
 /** Who a key's calls are recorded as (Tenant.actor): also how a face finds what a revoked key has open. */
-export const keyActor = (keyId: string) => `api_key:${keyId}`;
+export const keyActor = (keyId: string) => `${KEY_ACTOR}${keyId}`;
 
 /** What a revoked key is told, over HTTP (401), in a graphql-ws close (4401) and at the end of an SSE stream. */
 export const REVOKED_KEY_MESSAGE = "This API key has been revoked.";
@@ -118,6 +119,15 @@ export class Authenticator {
     return () => this.revocationHandlers.delete(handler);
   }
 
+  /**
+   * Whether the caller an actor (Tenant.actor) names may still act here: false once its key's
+   * revocation has been handled (told, or read after a resync). For what opens after authenticating
+   * (an SSE stream), which a revocation handled in between would not reach. Bearer tokens: true.
+   */
+  stillAdmitted(actor: string): boolean {
+    return !actor.startsWith(KEY_ACTOR) || this.admitted.has(actor.slice(KEY_ACTOR.length));
+  }
+
   /** Drops a key from the cache: its next use reads the database again. */
   forgetKey(keyId: string): void {
     this.generation++;
@@ -203,6 +213,8 @@ export class Authenticator {
     if (organizationId !== record.organizationId) {
       throw forbidden("This API key does not have access to the requested workspace.");
     }
+    // Revoked (and handled) while the workspace was read: refused, as a request after it is.
+    if (!this.stillAdmitted(actor)) throw unauthenticated(REVOKED_KEY_MESSAGE);
     return { organizationId, workspaceId: tenantId.toLowerCase(), actor };
   }
 

@@ -32,7 +32,11 @@ export function useEndedOnRevocation(core: Core): Plugin {
       if (!actor) return;
       return {
         onSubscribeResult({ result, setResult }) {
-          if (Symbol.asyncIterator in result) setResult(new RevocableStream(result[Symbol.asyncIterator](), actor, open));
+          if (!(Symbol.asyncIterator in result)) return;
+          const stream = new RevocableStream(result[Symbol.asyncIterator](), actor, open);
+          setResult(stream);
+          // Revoked after the request was authenticated and before its stream opened: ended at once.
+          if (!core.auth.stillAdmitted(actor)) stream.revoke();
         },
       };
     },
@@ -60,6 +64,7 @@ class RevocableStream implements AsyncIterableIterator<ExecutionResult> {
   }
 
   revoke(): void {
+    this.forget();
     this.revoked = true;
     this.wake();
     this.inner.return?.().catch(() => undefined);

@@ -116,6 +116,31 @@ describe("a revoked API key", { timeout: 90_000 }, () => {
     expect(await endOf(untouched.done, "the other key's stream ending")).toBe("completed");
     expect(untouched.messages.at(-1)).toEqual({ errors: [expect.objectContaining({ message: REVOKED })] });
   });
+
+  it("ends an SSE stream whose key is revoked after it was authenticated and before its stream opened", async () => {
+    const key = await newKey();
+    // The subscription's first read is held: the request is authenticated, its stream not yet open.
+    let arrived = false;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const watch = t.app.core.watch;
+    const original = watch.deploymentStatus.bind(watch);
+    const spy = vi.spyOn(watch, "deploymentStatus").mockImplementationOnce(async (...args) => {
+      arrived = true;
+      await released;
+      return original(...args);
+    });
+    try {
+      const sse = subscribeSse(t, key.key, DEPLOYMENT_STATUS, { id: deploymentId });
+      await waitFor(() => arrived, Boolean, { what: "the subscription's first read" });
+      await t.app.core.apiKeys.revoke(key.summary.id);
+      release();
+      expect(await endOf(sse.done, "the stream of a key revoked while it opened")).toBe("completed");
+      expect(sse.messages.at(-1)).toEqual({ errors: [expect.objectContaining({ message: REVOKED, extensions: { code: "UNAUTHENTICATED" } })] });
+    } finally {
+      spy.mockRestore();
+    }
+  });
 });
 
 describe("a bearer token past its exp", { timeout: 90_000 }, () => {
