@@ -56,15 +56,20 @@ export class DeletionSweeper {
         orderBy: { id: "asc" },
         take: SWEEP_BATCH,
       });
-      // One at a time: a sweep never holds one deployment's lock while waiting for another's.
+      // One at a time: a sweep never holds one deployment's lock while waiting for another's. One
+      // that fails is told and passed over, so that it cannot hold back every one behind it.
       for (const { id, workspaceId } of left) {
-        const deleted = await finishDeleting(this.deps, { workspaceId }, [id]);
-        if (deleted.length === 0) continue; // another replica's sweep (or a repeated DELETE) finished it
-        total++;
-        this.logger.info({ deployment_id: id, workspace_id: workspaceId, awaiting_delete_before: cutoff.toISOString() }, "deployments: finished deleting a deployment left AWAITING_DELETE");
+        try {
+          const deleted = await finishDeleting(this.deps, { workspaceId }, [id]);
+          if (deleted.length === 0) continue; // another replica's sweep (or a repeated DELETE) finished it
+          total++;
+          this.logger.info({ deployment_id: id, workspace_id: workspaceId, awaiting_delete_before: cutoff.toISOString() }, "deployments: finished deleting a deployment left AWAITING_DELETE");
+        } catch (err) {
+          this.logger.warn({ err, deployment_id: id }, "deployments: finishing the deletion of a deployment failed; the next sweep retries");
+        }
       }
     } catch (err) {
-      this.logger.warn({ err, deleted: total }, "deployments: finishing deletions left half done failed; the next sweep retries");
+      this.logger.warn({ err, deleted: total }, "deployments: looking for deletions left half done failed; the next sweep retries");
     }
     return total;
   }

@@ -1,5 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { DeletionSweeper } from "../../src/core/deletion-sweep.js";
+import * as deploymentStatus from "../../src/core/deployment-status.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import type { Runtime } from "../../src/pipeline/runtime.js";
 import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
@@ -66,22 +67,6 @@ describe("the worker finishes deletions left half done", () => {
     expect(faults(t, logged)).toEqual([]);
   });
 
-  it("two sweeps at once: one deletes each deployment, the other finds it gone, and neither fails", async () => {
-    const logged = t.guard.logLines.length;
-    const ids: string[] = [];
-    for (let i = 0; i < 6; i++) {
-      const { deployment } = await createDeployment(t, ws.apiKey, { name: `race-${i}`, source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } });
-      await leftDeleting(t, deployment.id, 120_000);
-      ids.push(deployment.id);
-    }
-    const sweepers = [0, 1].map(() => new DeletionSweeper(t.app.core.deps, t.app.logger, 60_000));
-    const counts = await Promise.all(sweepers.map((s) => s.sweep()));
-    // The worker's own sweep may have taken some of them first.
-    expect(counts[0]! + counts[1]!).toBeLessThanOrEqual(ids.length);
-    expect(await t.app.db.prisma.deployment.count({ where: { id: { in: ids } } })).toBe(0);
-    expect(faults(t, logged)).toEqual([]);
-  });
-
   it("DELETE still answers 204 and leaves nothing for the sweep", async () => {
     const { deployment } = await createDeployment(t, ws.apiKey, { name: "plain-delete", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } });
     expect((await t.request("DELETE", `/v2/deployments/${deployment.id}`, { key: ws.apiKey })).status).toBe(204);
@@ -110,6 +95,49 @@ describe("the pipeline leaves the revisions of a deployment being deleted alone"
     return w;
   }
   const revisionOf = (id: string) => t.app.db.prisma.revision.findUniqueOrThrow({ where: { id } });
+
+  it("a deployment whose deletion keeps failing does not hold back the others behind it", async () => {
+    const logged = t.guard.logLines.length;
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const { deployment } = await createDeployment(t, ws.apiKey, { name: `stuck-${i}`, source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } });
+      await leftDeleting(t, deployment.id, 120_000);
+      ids.push(deployment.id);
+    }
+    // The sweep takes them in id order: the first one's deletion fails every time.
+    const [stuck, ...rest] = [...ids].sort();
+    const original = deploymentStatus.finishDeleting;
+    const spy = vi.spyOn(deploymentStatus, "finishDeleting").mockImplementation(async (deps, tenant, which) => {
+      if (which.includes(stuck!)) throw new Error("a deletion that keeps failing");
+      return original(deps, tenant, which);
+    });
+    try {
+      expect(await new DeletionSweeper(t.app.core.deps, t.app.logger, 60_000).sweep()).toBe(rest.length);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(await t.app.db.prisma.deployment.count({ where: { id: { in: rest } } })).toBe(0);
+    expect(await t.app.db.prisma.deployment.count({ where: { id: stuck } })).toBe(1);
+    expect(faults(t, logged).map((l) => JSON.parse(l).deployment_id)).toEqual([stuck]);
+    // The next sweep, the fault gone, finishes it.
+    expect(await new DeletionSweeper(t.app.core.deps, t.app.logger, 60_000).sweep()).toBe(1);
+  });
+
+  it("two sweeps at once: one deletes each deployment, the other finds it gone, and neither fails", async () => {
+    const logged = t.guard.logLines.length;
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const { deployment } = await createDeployment(t, ws.apiKey, { name: `race-${i}`, source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } });
+      await leftDeleting(t, deployment.id, 120_000);
+      ids.push(deployment.id);
+    }
+    // No worker runs here: the two sweeps are all there is, and between them they delete each once.
+    const sweepers = [0, 1].map(() => new DeletionSweeper(t.app.core.deps, t.app.logger, 60_000));
+    const counts = await Promise.all(sweepers.map((s) => s.sweep()));
+    expect(counts[0]! + counts[1]!).toBe(ids.length);
+    expect(await t.app.db.prisma.deployment.count({ where: { id: { in: ids } } })).toBe(0);
+    expect(faults(t, logged)).toEqual([]);
+  });
 
   it("drops quietly the result of a step in progress when its deployment is marked for deletion", async () => {
     const logged = t.guard.logLines.length;
