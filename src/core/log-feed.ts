@@ -52,9 +52,11 @@ export class RevisionLogFeed extends Feed<LogLine, number> {
     if (status === null || deployment === null) throw notFound("Revision", this.revisionId);
     this.keep(lines.reverse());
     if (isTerminal(status as RevisionStatus) || deployment.status === DELETING) return this.finish();
-    // Woken when the deployment is deleted (no final status comes then): the next read says so. A
-    // deletion between the read above and this is read at the re-check.
+    // Woken when the deployment is deleted (no final status comes then): the next read says so. Its
+    // status is read again once followed, for a deletion between the read above and the following.
     this.follow(topics.deploymentStatus(deployment.id));
+    const now = await this.prisma.deployment.findUnique({ where: { id: deployment.id }, select: { status: true } });
+    if (!now || now.status === DELETING) this.finish();
   }
 
   protected async step(): Promise<void> {
