@@ -293,8 +293,10 @@ class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
         this.lastId = entry.eventId;
         // A new revision is told twice, as before: created, then its first status.
         const kinds: DeploymentRevisionChange["kind"][] = entry.fromStatus === null ? ["created", "status"] : ["status"];
+        // The revision as the entry left it: a burst read at once tells each status it went through.
+        const revision = { ...entry.revision, status: entry.toStatus };
         for (const kind of kinds) {
-          const value: DeploymentRevisionChange = { deployment, revision: entry.revision, kind };
+          const value: DeploymentRevisionChange = { deployment, revision, kind };
           for (const channel of audience) channel.push(value);
         }
       }
