@@ -63,6 +63,8 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
   const actors = new WeakMap<object, string>();
   /** Each socket's rate-limit bucket: its caller's, as over HTTP. */
   const callers = new WeakMap<object, string>();
+  /** Each socket's client address: where a failed authentication of one of its operations counts. */
+  const addresses = new WeakMap<object, string>();
   const mask = (error: GraphQLError) => maskedError(error, production, logger);
   const disposable = useServer(
     {
@@ -81,6 +83,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
         try {
           actors.set(ctx.extra.socket, (await core.auth.authenticate(credentials)).actor);
           callers.set(ctx.extra.socket, callerKey(credentials, address));
+          addresses.set(ctx.extra.socket, address);
           return true;
         } catch (err) {
           if (!(err instanceof CoreError)) throw err;
@@ -122,6 +125,8 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           if (!(refusal instanceof CoreError)) throw err;
           // No longer valid (revoked, expired): refused as the connection would be now. A lost
           // database refuses this operation only, with its code (masked in onError), to be retried.
+          // A failed authentication, as at connection time (and as a 401 over HTTP).
+          if (refusal.code === "UNAUTHENTICATED") limits.authenticationFailed(addresses.get(ctx.extra.socket) ?? "unknown");
           if (refusal.code === "UNAUTHENTICATED" || refusal.code === "FORBIDDEN") refuse(ctx.extra.socket, refusal);
           // Sent only when the socket stays open (a closing socket sends nothing).
           return [new GraphQLError(refusal.message, { originalError: refusal })];

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { type TestApp, startTestApp } from "../support/app.js";
 import { subscribeWs, wsClient } from "../graphql/live.js";
+import { waitFor } from "../support/wait.js";
 
 /**
  * The limits hold over every face: a graphql-ws socket's operations draw on the caller's bucket, the
@@ -123,5 +124,38 @@ describe("failed authentications over graphql-ws count as HTTP ones do", () => {
     }
     expect(codes).toEqual([4401, 4401, 4401, 4429]);
     expect((await fetch(`${url}/v2/listeners`, { headers: { "x-api-key": "dcp_another" } })).status).toBe(429);
+  });
+
+  it("an operation refused on an open socket (its key revoked) counts as a failed authentication too", async () => {
+    // Another app: the address above has spent its failures.
+    const u = await startTestApp({ AUTH_FAILURES_PER_MINUTE: "1", PIPELINE_WORKER: "off" });
+    try {
+      const base = await u.app.start();
+      const ws = await u.workspace();
+      const { key, summary } = await u.app.core.apiKeys.create({ workspaceId: ws.workspaceId });
+      const deployment = await u.request("POST", "/v2/deployments", { key, body: { name: "held-open", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } } });
+      expect(deployment.status).toBe(201);
+      const client = wsClient(base, key);
+      try {
+        // A live subscription holds the socket open (a lazy client closes an idle one).
+        const live = subscribeWs(client, `subscription($id: ID!) { deploymentStatusChanged(deploymentId: $id) { status } }`, { id: Buffer.from(`Deployment:${deployment.body.id}`).toString("base64") });
+        live.done.catch(() => {});
+        await waitFor(() => live.messages.length, (n) => n === 1, { what: "the live subscription's current status" });
+        // Revoked in the database and dropped from the cache, as a replica that missed the event has it.
+        await u.app.db.prisma.apiKey.update({ where: { id: summary.id }, data: { revokedAt: new Date() } });
+        u.app.core.auth.forgetKey(summary.id);
+        const refused = subscribeWs(client, `{ viewer { id } }`, {});
+        expect(await refused.done.then(() => 0, (event: { code?: number }) => event.code ?? -1)).toBe(4401);
+      } finally {
+        await client.dispose();
+      }
+      // That was the address's one failure of the minute: its next connection is refused before any lookup.
+      const next = wsClient(base, `dcp_made-up-${randomUUID()}`);
+      const op = subscribeWs(next, `{ viewer { id } }`, {});
+      expect(await op.done.then(() => 0, (event: { code?: number }) => event.code ?? -1)).toBe(4429);
+      await next.dispose();
+    } finally {
+      await u.close();
+    }
   });
 });
