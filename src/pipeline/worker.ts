@@ -188,7 +188,7 @@ export class PipelineWorker {
     for (const revision of revisions) {
       const step = { abort: new AbortController(), done: Promise.resolve() };
       step.done = this.perform(revision, step.abort).finally(() => {
-        // Only its own entry: by now the revision's next step may be in progress under the same id.
+        // Only its own entry (a guard: launch() starts no step of a revision already in progress).
         if (this.inFlight.get(revision.id) === step) this.inFlight.delete(revision.id);
         this.wake();
       });

@@ -195,13 +195,13 @@ export const timestamp = z.iso.datetime();
 export const nullableTimestamp = timestamp.nullable();
 /** A JSON object whose fields the service does not constrain further here. */
 export const jsonObject = z.record(z.string(), z.unknown());
-/** The 404 of a route whose path names something. */
 /** How the answers sent with NO_STORE (http.ts) document it. */
 export const NO_STORE_HEADER = { "Cache-Control": "no-store: the answer carries a credential" };
 
 /** An error answer of the operation's own, in the error shape. */
 export const refused = (description: string): Answer => ({ description, schema: errorSchema });
 
+/** The 404 of a route whose path names something. */
 export const notFound: Answer = { description: "No such object in the caller's workspace", schema: errorSchema };
 
 /** The version the API description carries (SPEC.md, Versioning); the paths carry their own (v1, v2). */
