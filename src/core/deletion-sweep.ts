@@ -1,6 +1,6 @@
 import type { Logger } from "../logger.js";
 import type { CoreDeps } from "./context.js";
-import { finishDeleting } from "./deployment-status.js";
+import { DELETING, finishDeleting } from "./deployment-status.js";
 
 /** How long a deployment stays AWAITING_DELETE before the sweep finishes its deletion: a DELETE in progress takes far less. */
 export const DELETE_GRACE_MS = 30_000;
@@ -51,7 +51,7 @@ export class DeletionSweeper {
       // Nothing else changes a deployment being deleted, so updated_at is when it became AWAITING_DELETE.
       const cutoff = new Date(Date.now() - this.graceMs);
       const left = await this.deps.prisma.deployment.findMany({
-        where: { status: "AWAITING_DELETE", updatedAt: { lt: cutoff } },
+        where: { status: DELETING, updatedAt: { lt: cutoff } },
         select: { id: true, workspaceId: true },
         orderBy: { id: "asc" },
         take: SWEEP_BATCH,

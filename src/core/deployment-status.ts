@@ -2,6 +2,9 @@ import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { commitThenPublish } from "./publish.js";
 
+/** A deployment's status while it is being deleted: it and its revisions change no more, and its rows go. */
+export const DELETING = "AWAITING_DELETE" as const;
+
 /**
  * First half of deleting deployments: marks those of the workspace among `ids` AWAITING_DELETE (which
  * refuses further changes to them) and publishes that, before their rows go. Returns the ids found.
@@ -13,9 +16,9 @@ export async function markDeleting(deps: CoreDeps, tenant: Tenant, ids: string[]
     const rows = await tx.deployment.findMany({ where: { id: { in: ids } }, select: { id: true } });
     const found = rows.map((d) => d.id);
     if (found.length > 0) {
-      await tx.deployment.updateMany({ where: { id: { in: found } }, data: { status: "AWAITING_DELETE" } });
+      await tx.deployment.updateMany({ where: { id: { in: found } }, data: { status: DELETING } });
     }
-    const events = found.map((deploymentId) => ({ type: "deployment.status" as const, workspaceId, deploymentId, status: "AWAITING_DELETE" as const }));
+    const events = found.map((deploymentId) => ({ type: "deployment.status" as const, workspaceId, deploymentId, status: DELETING }));
     return { found, events };
   });
   return found;

@@ -3,7 +3,7 @@ import type { Deployment, Revision } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { deploymentPageWithLatestConfig, deploymentWhere, deploymentWithLatestConfig } from "./deployment-reads.js";
-import { finishDeleting, markDeleting } from "./deployment-status.js";
+import { DELETING, finishDeleting, markDeleting } from "./deployment-status.js";
 import { badRequest, conflict, CoreError, invalid, notFound, type ValidationIssue } from "./errors.js";
 import { commitThenPublish } from "./publish.js";
 import { isSelfHosted } from "./revision-machine.js";
@@ -271,7 +271,7 @@ export class DeploymentService {
     await tx.$queryRaw`SELECT id FROM deployments WHERE id = ${id}::uuid AND workspace_id = ${tenant.workspaceId}::uuid FOR UPDATE`;
     const deployment = await tx.deployment.findFirst({ where: { id } });
     if (!deployment) throw notFound("Deployment", id);
-    if (deployment.status === "AWAITING_DELETE") throw badRequest(`Deployment ID ${id} is being deleted.`);
+    if (deployment.status === DELETING) throw badRequest(`Deployment ID ${id} is being deleted.`);
     return deployment;
   }
 }

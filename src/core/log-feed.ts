@@ -2,6 +2,7 @@ import type { PrismaClient } from "../db/client.js";
 import { topics } from "../events/types.js";
 import { isTerminal, type RevisionStatus } from "./revision-machine.js";
 import type { Tenant } from "./auth.js";
+import { DELETING } from "./deployment-status.js";
 import { invalid, notFound } from "./errors.js";
 import { type Channel, Feed } from "./feeds.js";
 import { linePosition, type LogLine, revisionWindow } from "./log-queries.js";
@@ -12,8 +13,6 @@ import type { LogKind } from "./schemas/logs.js";
 export const DEFAULT_TAIL = 100;
 /** The most a subscriber may ask for first: what each live feed keeps in memory. */
 export const MAX_TAIL = 1000;
-/** A deployment's status while it is being deleted: its revisions, and their logs, change no more. */
-const DELETING = "AWAITING_DELETE";
 /** Lines read per statement when a log grows faster than a feed reads (a feed reads again at once). */
 const BATCH = 1000;
 

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
+import { DELETING } from "./deployment-status.js";
 import { badRequest, CoreError, notFound } from "./errors.js";
 import type { Registry } from "./registry/index.js";
 import { grant, parseScopes } from "./registry/scopes.js";
@@ -53,7 +54,7 @@ export class PushTokenService {
     if (deployment.source !== "internal_container") {
       throw badRequest(`Push tokens are ${ONLY_INTERNAL_CONTAINER}; deployment ${deploymentId} is '${deployment.source}'.`);
     }
-    if (deployment.status === "AWAITING_DELETE") throw badRequest(`Deployment ID ${deploymentId} is being deleted.`);
+    if (deployment.status === DELETING) throw badRequest(`Deployment ID ${deploymentId} is being deleted.`);
     if (!this.registry) throw badRequest(REGISTRY_NOT_CONFIGURED);
     const token = `dcp_push_${randomBytes(32).toString("base64url")}`;
     const now = Date.now();
@@ -86,7 +87,7 @@ export class PushTokenService {
       where: { tokenHash: hashToken(secret) },
       select: { id: true, expiresAt: true, deployment: { select: { id: true, workspaceId: true, status: true } } },
     });
-    if (!found || found.expiresAt.getTime() <= Date.now() || found.deployment.status === "AWAITING_DELETE") {
+    if (!found || found.expiresAt.getTime() <= Date.now() || found.deployment.status === DELETING) {
       throw unauthenticated("Invalid or expired push token: get a new one with POST /v2/deployments/{deployment_id}/push-token.");
     }
     const access = grant(scopes, registry.repositoryPrefix(found.deployment), ["pull", "push"]);

@@ -2,6 +2,7 @@ import { createHash, createHmac, randomUUID, timingSafeEqual } from "node:crypto
 import type { Tenant } from "./auth.js";
 import type { BlobStore } from "./blobs/types.js";
 import type { CoreDeps } from "./context.js";
+import { DELETING } from "./deployment-status.js";
 import { badRequest, conflict, CoreError, notFound } from "./errors.js";
 import { isSelfHosted } from "./revision-machine.js";
 
@@ -75,7 +76,7 @@ export class UploadService {
     if (isSelfHosted(deployment.source)) {
       throw badRequest("Source uploads are only available for managed cloud deployments; this deployment is self-hosted (external_container).");
     }
-    if (deployment.status === "AWAITING_DELETE") throw badRequest(`Deployment ID ${deploymentId} is being deleted.`);
+    if (deployment.status === DELETING) throw badRequest(`Deployment ID ${deploymentId} is being deleted.`);
     const baseUrl = this.publicUrl ?? requestOrigin;
     if (!baseUrl) throw badRequest("This service does not know its own address here: set PUBLIC_URL to the URL clients reach it at.");
     const now = Date.now();

@@ -3,6 +3,7 @@ import type { Deployment, Revision, RevisionEvent } from "../generated/prisma/cl
 import { isTerminal, type RevisionStatus } from "./revision-machine.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
+import { DELETING } from "./deployment-status.js";
 import { notFound } from "./errors.js";
 import { Feed } from "./feeds.js";
 import { BatchReads } from "./batch-reads.js";
@@ -37,8 +38,6 @@ export interface DeploymentStatusChange {
 
 /** How often a feed re-reads its object with no event: a NOTIFY that failed (the bus's resync covers a reconnect). */
 const RECHECK_MS = 10_000;
-/** A deployment's status while it is being deleted: nothing of it or its revisions changes again. */
-const DELETING = "AWAITING_DELETE";
 
 const isDeletion = (event: DomainEvent) => event.type === "deployment.status" && event.status === DELETING;
 

@@ -1,6 +1,7 @@
 import type { CoreDeps } from "../core/context.js";
 import { CLOSED_STATUSES } from "../core/log-queries.js";
 import { appendLines, logKindOf } from "../core/log-writer.js";
+import { DELETING } from "../core/deployment-status.js";
 import { commitThenPublish } from "../core/publish.js";
 import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "../core/revision-machine.js";
 import { missingReferences } from "../core/revision-rules.js";
@@ -10,8 +11,6 @@ import type { DomainEvent } from "../events/types.js";
 import { Prisma, type Revision } from "../generated/prisma/client.js";
 import type { BuildFindings, StepOutcome } from "./runtime.js";
 
-/** A deployment's status while it is being deleted: its revisions move no more. */
-const DELETING = "AWAITING_DELETE";
 
 /** What became of a leased step. */
 export type StepResult = "committed" | "skipped" | "waiting" | "lost";
