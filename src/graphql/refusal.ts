@@ -1,7 +1,7 @@
 import type { GraphQLError } from "graphql";
 import { getCORSHeadersByRequestAndOptions } from "@whatwg-node/server";
 import { type FetchAPI, getSSEProcessor, processRegularResult } from "graphql-yoga";
-import { GRAPHQL_CORS } from "./server.js";
+import { GRAPHQL_CORS } from "./http.js";
 
 const SSE = "text/event-stream";
 /** The media types of yoga's regular (whole) answer, in the order its result processor lists them. */

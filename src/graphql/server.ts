@@ -2,7 +2,6 @@ import { EnvelopArmorPlugin } from "@escape.tech/graphql-armor";
 import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
 import { complexityFromQuery } from "@pothos/plugin-complexity";
 import { type DocumentNode, getOperationAST, GraphQLError, type GraphQLSchema, Kind, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
-import type { CORSOptions } from "@whatwg-node/server";
 import { createYoga, maskError as yogaMaskError, type Plugin, processRegularResult, type YogaServerInstance } from "graphql-yoga";
 import type { Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
@@ -17,20 +16,14 @@ import { useCompiledQueries } from "./jit.js";
 import { jsonBytes } from "./answer-bytes.js";
 import { useAuthenticationFirst } from "./authenticate.js";
 import { useEndedOnRevocation } from "./revoked-streams.js";
+import { GRAPHQL_CORS, GRAPHQL_PATH } from "./http.js";
 import { createParseCache, registerParseCache } from "./parse-cache.js";
 import { subscribeShared } from "./shared-execution.js";
 import { useObservedOperations } from "./observe.js";
 import { graphiqlOptions, renderOfflineGraphiQL } from "./graphiql.js";
 import type { Metrics, RequestRecord } from "../middleware/metrics.js";
 
-export const GRAPHQL_PATH = "/graphql";
-
-/**
- * GraphQL's CORS, for yoga's answers and for the limits' refusals ahead of it (refusal.ts): any origin
- * may call with a key (dashboards live elsewhere); credentials are headers, never cookies, so none are
- * shared; a browser may read when to retry and the request's id.
- */
-export const GRAPHQL_CORS: CORSOptions = { credentials: false, exposedHeaders: ["Retry-After", "X-Request-Id"] };
+export { GRAPHQL_PATH } from "./http.js";
 /** What an unexpected error says to the client (its details stay in the log). */
 export const MASKED_ERROR_MESSAGE = "Unexpected error.";
 

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { requestRefusal } from "../graphql/errors.js";
 import { refusalAnswer } from "../graphql/refusal.js";
-import { GRAPHQL_PATH } from "../graphql/server.js";
+import { GRAPHQL_PATH } from "../graphql/http.js";
 
 /** A request refused by a limit ahead of every route. */
 export interface Refusal {
