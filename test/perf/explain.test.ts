@@ -228,6 +228,37 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
           ? String(v)
           : explainer.escapeLiteral(v instanceof Date ? v.toISOString() : String(v));
 
+  /**
+   * Each named statement's generic plan (the one PostgreSQL settles on for any parameters after a few
+   * runs), with the statistics saying what they must not be trusted to: here a workspace's id looks
+   * more selective to the planner than a deployment's (as with thousands of small workspaces, while
+   * one customer's holds thousands of revisions), which is when a generic plan took the workspace's index.
+   */
+  async function genericPlans(statements: Statement[]): Promise<[string, Scans][]> {
+    await explainer.query("ALTER TABLE revisions ALTER COLUMN workspace_id SET (n_distinct = -1)");
+    await explainer.query("ALTER TABLE revisions ALTER COLUMN deployment_id SET (n_distinct = 1)");
+    await explainer.query("ANALYZE revisions");
+    await explainer.query("SET plan_cache_mode = force_generic_plan");
+    const plans: [string, Scans][] = [];
+    try {
+      for (const s of statements) {
+        await explainer.query(`PREPARE generic AS ${s.text}`);
+        try {
+          const { rows } = await explainer.query<{ "QUERY PLAN": { Plan: PlanNode }[] }>(`EXPLAIN (FORMAT JSON) EXECUTE generic(${s.values.map(literal).join(", ")})`);
+          plans.push([s.name ?? s.text, scans(rows[0]!["QUERY PLAN"][0]!.Plan)]);
+        } finally {
+          await explainer.query("DEALLOCATE generic");
+        }
+      }
+    } finally {
+      await explainer.query("RESET plan_cache_mode");
+      await explainer.query("ALTER TABLE revisions ALTER COLUMN workspace_id RESET (n_distinct)");
+      await explainer.query("ALTER TABLE revisions ALTER COLUMN deployment_id RESET (n_distinct)");
+      await explainer.query("ANALYZE revisions");
+    }
+    return plans;
+  }
+
   it("the hot reads' prepared statements keep to their rows' indexes under a generic plan", async () => {
     // A named statement is planned once per connection for any parameters (a generic plan) after a few
     // runs; a workspace's id is then a value the planner does not know. The revision pages of a
@@ -246,30 +277,9 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
     }
     const prepared = [...new Map(sql.statements.filter((s) => s.name).map((s) => [s.name!, s])).values()];
     expect(prepared.map((s) => s.name)).toEqual(expect.arrayContaining(["revision_pages_desc", "deployments_with_latest_summary_first", "deployments_with_latest_page"]));
-    // Whatever the statistics say: here a workspace's id looks more selective to the planner than a
-    // deployment's (as with thousands of small workspaces, while one customer's holds thousands of
-    // revisions), which is when a generic plan took the workspace's index.
-    await explainer.query("ALTER TABLE revisions ALTER COLUMN workspace_id SET (n_distinct = -1)");
-    await explainer.query("ALTER TABLE revisions ALTER COLUMN deployment_id SET (n_distinct = 1)");
-    await explainer.query("ANALYZE revisions");
-    await explainer.query("SET plan_cache_mode = force_generic_plan");
-    try {
-      for (const s of prepared) {
-        await explainer.query(`PREPARE generic AS ${s.text}`);
-        try {
-          const { rows } = await explainer.query<{ "QUERY PLAN": { Plan: PlanNode }[] }>(`EXPLAIN (FORMAT JSON) EXECUTE generic(${s.values.map(literal).join(", ")})`);
-          const plan = scans(rows[0]!["QUERY PLAN"][0]!.Plan);
-          expect(plan.sequential, `${s.name}: tenant tables read whole`).toEqual([]);
-          expect(plan.indexes, `${s.name}: a whole workspace's revisions read`).not.toContain("revisions_workspace_id_idx");
-        } finally {
-          await explainer.query("DEALLOCATE generic");
-        }
-      }
-    } finally {
-      await explainer.query("RESET plan_cache_mode");
-      await explainer.query("ALTER TABLE revisions ALTER COLUMN workspace_id RESET (n_distinct)");
-      await explainer.query("ALTER TABLE revisions ALTER COLUMN deployment_id RESET (n_distinct)");
-      await explainer.query("ANALYZE revisions");
+    for (const [name, plan] of await genericPlans(prepared)) {
+      expect(plan.sequential, `${name}: tenant tables read whole`).toEqual([]);
+      expect(plan.indexes, `${name}: a whole workspace's revisions read`).not.toContain("revisions_workspace_id_idx");
     }
   });
 
@@ -288,29 +298,10 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
       expect(plan.sequential).toEqual([]);
       expect(plan.indexes).toContain("revision_events_revision_id_id_idx");
     }
-    // As above: a workspace that looks more selective than a deployment.
-    await explainer.query("ALTER TABLE revisions ALTER COLUMN workspace_id SET (n_distinct = -1)");
-    await explainer.query("ALTER TABLE revisions ALTER COLUMN deployment_id SET (n_distinct = 1)");
-    await explainer.query("ANALYZE revisions");
-    await explainer.query("SET plan_cache_mode = force_generic_plan");
-    try {
-      for (const s of statements) {
-        await explainer.query(`PREPARE generic AS ${s.text}`);
-        try {
-          const { rows } = await explainer.query<{ "QUERY PLAN": { Plan: PlanNode }[] }>(`EXPLAIN (FORMAT JSON) EXECUTE generic(${s.values.map(literal).join(", ")})`);
-          const plan = scans(rows[0]!["QUERY PLAN"][0]!.Plan);
-          expect(plan.sequential, `${s.name}: tenant tables read whole`).toEqual([]);
-          expect(plan.indexes, `${s.name}: a whole workspace's revisions read`).not.toContain("revisions_workspace_id_idx");
-          expect(plan.indexes, `${s.name}: the log's index`).toContain("revision_events_revision_id_id_idx");
-        } finally {
-          await explainer.query("DEALLOCATE generic");
-        }
-      }
-    } finally {
-      await explainer.query("RESET plan_cache_mode");
-      await explainer.query("ALTER TABLE revisions ALTER COLUMN workspace_id RESET (n_distinct)");
-      await explainer.query("ALTER TABLE revisions ALTER COLUMN deployment_id RESET (n_distinct)");
-      await explainer.query("ANALYZE revisions");
+    for (const [name, plan] of await genericPlans(statements)) {
+      expect(plan.sequential, `${name}: tenant tables read whole`).toEqual([]);
+      expect(plan.indexes, `${name}: a whole workspace's revisions read`).not.toContain("revisions_workspace_id_idx");
+      expect(plan.indexes, `${name}: the log's index`).toContain("revision_events_revision_id_id_idx");
     }
   });
 
@@ -318,7 +309,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
     const sql = recordSql();
     try {
       await new Leases(t.app.db.prisma, "planner", 10_000).claim(16);
-      await new DeletionSweeper(t.app.core.deps, t.app.logger).sweep();
+      await new DeletionSweeper(t.app.core.deps, t.app.logger).run();
       await t.app.core.batch.eventsSince({ organizationId: "", workspaceId: ws.workspaceId, actor: "" }, ids.revision, 0n);
     } finally {
       sql.restore();
