@@ -1,4 +1,5 @@
 import type { Logger } from "../logger.js";
+import { PeriodicTask } from "../periodic.js";
 import type { CoreDeps } from "./context.js";
 import { DELETING, finishDeleting } from "./deployment-status.js";
 
@@ -17,35 +18,17 @@ const SWEEP_BATCH = 100;
  * (finishDeleting). Every replica's worker runs one: two on one deployment are safe (one deletes it,
  * the other finds it gone).
  */
-export class DeletionSweeper {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<number> | null = null;
-
+export class DeletionSweeper extends PeriodicTask<number> {
   constructor(
     private readonly deps: CoreDeps,
     private readonly logger: Logger,
     private readonly graceMs: number = DELETE_GRACE_MS,
-  ) {}
-
-  start(everyMs: number): this {
-    this.timer = setInterval(() => void this.sweep(), everyMs);
-    this.timer.unref();
-    return this;
+  ) {
+    super();
   }
 
-  /** One sweep (a call while one runs waits for that one); resolves with the deployments it deleted; never throws. */
-  sweep(): Promise<number> {
-    this.running ??= this.finishLeftOver().finally(() => (this.running = null));
-    return this.running;
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
-  }
-
-  private async finishLeftOver(): Promise<number> {
+  /** One sweep: resolves with the deployments it deleted. */
+  protected async perform(): Promise<number> {
     let total = 0;
     try {
       // Nothing else changes a deployment being deleted, so updated_at is when it became AWAITING_DELETE.

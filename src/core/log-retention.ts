@@ -1,5 +1,6 @@
 import type { PrismaClient } from "../db/client.js";
 import type { Logger } from "../logger.js";
+import { PeriodicTask } from "../periodic.js";
 import type { Tx } from "./transitions.js";
 
 /** Lines a revision's build log, and its deploy log, each keep once the revision has ended: the newest. */
@@ -25,35 +26,17 @@ export async function trimRevisionLogs(tx: Tx, revisionId: string, keep = MAX_LO
  * Deletes log lines older than the retention period, a batch at a time. Every pipeline worker runs
  * one on a timer (deleting twice is harmless); the `timestamp` index finds the old lines.
  */
-export class LogSweeper {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<number> | null = null;
-
+export class LogSweeper extends PeriodicTask<number> {
   constructor(
     private readonly prisma: PrismaClient,
     private readonly logger: Logger,
     private readonly retentionMs: number,
-  ) {}
-
-  start(everyMs: number): this {
-    this.timer = setInterval(() => void this.sweep(), everyMs);
-    this.timer.unref();
-    return this;
+  ) {
+    super();
   }
 
-  /** One sweep (a call while one runs waits for that one); resolves with the lines deleted; never throws. */
-  sweep(): Promise<number> {
-    this.running ??= this.deleteOld().finally(() => (this.running = null));
-    return this.running;
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
-  }
-
-  private async deleteOld(): Promise<number> {
+  /** One sweep: resolves with the lines deleted. */
+  protected async perform(): Promise<number> {
     let total = 0;
     try {
       const cutoff = new Date(Date.now() - this.retentionMs);

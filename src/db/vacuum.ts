@@ -1,4 +1,5 @@
 import type { Logger } from "../logger.js";
+import { PeriodicTask } from "../periodic.js";
 import type { Sql } from "./client.js";
 
 /** How often the embedded database is vacuumed. */
@@ -13,35 +14,20 @@ export const PGLITE_VACUUM_EVERY_MS = 30_000;
  * autovacuum would: VACUUM (ANALYZE) on a timer (ANALYZE as well: nothing else keeps the planner's
  * statistics up to date). PGlite runs one statement at a time, so it waits for whatever runs.
  */
-export class Vacuum {
-  private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
-
+export class Vacuum extends PeriodicTask<void> {
   constructor(
     private readonly sql: Sql,
     private readonly logger: Logger,
-  ) {}
-
-  start(everyMs: number = PGLITE_VACUUM_EVERY_MS): this {
-    this.timer = setInterval(() => void this.runOnce(), everyMs);
-    this.timer.unref();
-    return this;
+  ) {
+    super();
   }
 
-  /** One vacuum of the whole database; a call while one runs waits for that one. Never throws. */
-  runOnce(): Promise<void> {
-    this.running ??= this.vacuum().finally(() => (this.running = null));
-    return this.running;
+  override start(everyMs: number = PGLITE_VACUUM_EVERY_MS): this {
+    return super.start(everyMs);
   }
 
-  /** No further runs; resolves once a run in progress has ended (before the database closes). */
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
-    await this.running;
-  }
-
-  private async vacuum(): Promise<void> {
+  /** One vacuum of the whole database. */
+  protected async perform(): Promise<void> {
     const started = performance.now();
     try {
       await this.sql.script("VACUUM (ANALYZE)");

@@ -34,7 +34,7 @@ describe.skipIf(process.env.TEST_DATABASE_URL)("vacuuming embedded PGlite", () =
     expect(await size(db)).toBeGreaterThan(1.8 * grown);
 
     const vacuum = new Vacuum(db.sql, createLogger("silent"));
-    await vacuum.runOnce();
+    await vacuum.run();
     const vacuumed = await size(db);
     await churn(db, 50);
     expect(await size(db)).toBeLessThan(1.2 * vacuumed);

@@ -143,7 +143,7 @@ describe("retention", () => {
     await write(t, x, [{ kind: "deploy", message: "recent" }]);
     await t.app.db.sql.query(`UPDATE revision_logs SET "timestamp" = "timestamp" - interval '31 days' WHERE revision_id = $1 AND message LIKE 'old %'`, [x.revisionId]);
     const sweeper = new LogSweeper(t.app.db.prisma, t.app.logger, 30 * 24 * 3_600_000);
-    expect(await sweeper.sweep()).toBeGreaterThanOrEqual(12);
+    expect(await sweeper.run()).toBeGreaterThanOrEqual(12);
     expect((await stored(t, x.revisionId)).map((l) => l.message)).toEqual(["[CREATING] Revision created"]);
     expect((await stored(t, x.revisionId, "deploy")).map((l) => l.message)).toEqual(["recent"]);
 
