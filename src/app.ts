@@ -320,6 +320,8 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
     async stop() {
       // Subscriptions end first (their sockets would otherwise hold the server open), and so do long-polls.
       await websockets?.close();
+      // Its plugins stop listening to the core (the SSE streams' revocations).
+      await graphql.dispose();
       if (metricsServer) {
         const closing = new Promise<void>((resolve) => metricsServer!.close(() => resolve()));
         metricsServer.closeAllConnections();

@@ -13,6 +13,8 @@ export interface Tenant {
   workspaceId: string;
   /** Who to record as the actor (created_by): the key's id or the token's subject. */
   actor: string;
+  /** When the credentials stop being valid, in ms since the epoch: a bearer token's exp (keys: until revoked). */
+  expiresAt?: number;
 }
 
 export interface Credentials {
@@ -31,6 +33,31 @@ export const keyActor = (keyId: string) => `${KEY_ACTOR}${keyId}`;
 
 /** What a revoked key is told, over HTTP (401), in a graphql-ws close (4401) and at the end of an SSE stream. */
 export const REVOKED_KEY_MESSAGE = "This API key has been revoked.";
+
+/** What a bearer token's socket (4401) and SSE streams are told when it reaches its exp. */
+export const EXPIRED_TOKEN_MESSAGE = "The bearer token has expired.";
+
+const NOTHING_TO_CANCEL = () => {};
+/** The longest delay setTimeout keeps (about 24.8 days); a longer one would fire at once. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Calls `expired` when the tenant's credentials expire (a bearer token at its exp), for what outlives
+ * the request that authenticated it (a graphql-ws socket, an SSE stream); returns what cancels it.
+ * Credentials without an expiry: never called. The timer keeps no process alive.
+ */
+export function whenExpired(tenant: Tenant, expired: () => void): () => void {
+  const { expiresAt } = tenant;
+  if (expiresAt === undefined) return NOTHING_TO_CANCEL;
+  let timer: NodeJS.Timeout | undefined;
+  const arm = () => {
+    const left = expiresAt - Date.now();
+    if (left <= 0) return expired();
+    timer = setTimeout(arm, Math.min(left, MAX_TIMER_MS)).unref();
+  };
+  arm();
+  return () => clearTimeout(timer);
+}
 
 const unauthenticated = (msg: string) => new CoreError("UNAUTHENTICATED", msg);
 const forbidden = (msg: string) => new CoreError("FORBIDDEN", msg);
@@ -238,7 +265,7 @@ export class Authenticator {
     }
     const organizationId = await this.workspaceOrganization(workspaceId);
     if (!organizationId) throw unauthenticated("The token's workspace does not exist.");
-    return { organizationId, workspaceId, actor: `user:${claims.sub ?? "unknown"}` };
+    return { organizationId, workspaceId, actor: `user:${claims.sub ?? "unknown"}`, expiresAt: claims.exp * 1000 };
   }
 
   /**

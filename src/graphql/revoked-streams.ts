@@ -1,6 +1,6 @@
 import type { ExecutionResult } from "graphql";
 import type { Plugin } from "graphql-yoga";
-import { keyActor, REVOKED_KEY_MESSAGE, type Tenant } from "../core/auth.js";
+import { EXPIRED_TOKEN_MESSAGE, keyActor, REVOKED_KEY_MESSAGE, type Tenant, whenExpired } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import { toGraphQLError } from "./errors.js";
@@ -10,83 +10,93 @@ type OpenStreams = Map<string, Set<RevocableStream>>;
 
 const DONE: IteratorResult<ExecutionResult> = { value: undefined, done: true };
 
+const revokedKey = () => new CoreError("UNAUTHENTICATED", REVOKED_KEY_MESSAGE);
+const expiredToken = () => new CoreError("UNAUTHENTICATED", EXPIRED_TOKEN_MESSAGE);
+
 /**
- * SSE subscriptions end when the API key that started them is revoked, on whichever replica serves
- * them (the revocation reaches every replica's authenticator, over the bus or, on a replica whose bus
- * was reconnecting, when it resyncs): one last result says why, in HTTP's
- * 401 words and code, then the stream completes. A new request with the key is refused by
- * authentication (authenticate.ts); a stream already open would otherwise go on for ever.
- * graphql-ws subscriptions do not pass here: they end with their socket (ws.ts).
+ * SSE subscriptions end when the credentials that started them stop being valid: an API key revoked,
+ * on whichever replica serves them (the revocation reaches every replica's authenticator, over the
+ * bus or, on a replica whose bus was reconnecting, when it resyncs), or a bearer token reaching its
+ * exp. One last result says why, in HTTP's 401 words and code, then the stream completes. A new
+ * request with those credentials is refused by authentication (authenticate.ts); a stream already
+ * open would otherwise go on for ever. graphql-ws subscriptions do not pass here: they end with
+ * their socket (ws.ts).
  */
 export function useEndedOnRevocation(core: Core): Plugin {
   const open: OpenStreams = new Map();
-  core.auth.onKeyRevoked((keyId) => {
+  const stopListening = core.auth.onKeyRevoked((keyId) => {
     const actor = keyActor(keyId);
     const streams = open.get(actor);
     open.delete(actor);
-    for (const stream of streams ?? []) stream.revoke();
+    for (const stream of streams ?? []) stream.end(revokedKey());
   });
   return {
     onSubscribe({ args }) {
-      const actor = (args.contextValue as { tenant?: Tenant }).tenant?.actor;
-      if (!actor) return;
+      const tenant = (args.contextValue as { tenant?: Tenant }).tenant;
+      if (!tenant) return;
       return {
         onSubscribeResult({ result, setResult }) {
           if (!(Symbol.asyncIterator in result)) return;
-          const stream = new RevocableStream(result[Symbol.asyncIterator](), actor, open);
+          const stream = new RevocableStream(result[Symbol.asyncIterator](), tenant, open);
           setResult(stream);
           // Revoked after the request was authenticated and before its stream opened: ended at once.
-          if (!core.auth.stillAdmitted(actor)) stream.revoke();
+          if (!core.auth.stillAdmitted(tenant.actor)) stream.end(revokedKey());
         },
       };
     },
+    onDispose: stopListening,
   };
 }
 
 /**
- * A subscription's results until its key is revoked, then the refusal, then the end. Revocation does
- * not wait for the next event: a waiting next() answers at once, and the source is released.
+ * A subscription's results until its credentials stop being valid, then the refusal, then the end.
+ * The end does not wait for the next event: a waiting next() answers at once, and the source is
+ * released.
  */
 class RevocableStream implements AsyncIterableIterator<ExecutionResult> {
-  private revoked = false;
+  private refusal: CoreError | null = null;
   private told = false;
   private wake: () => void = () => {};
-  private readonly revocation = new Promise<void>((resolve) => (this.wake = resolve));
+  private readonly ended = new Promise<void>((resolve) => (this.wake = resolve));
+  private readonly stopExpiry: () => void;
 
   constructor(
     private readonly inner: AsyncIterator<ExecutionResult>,
-    private readonly actor: string,
+    private readonly tenant: Tenant,
     private readonly open: OpenStreams,
   ) {
-    let streams = open.get(actor);
-    if (!streams) open.set(actor, (streams = new Set()));
+    let streams = open.get(tenant.actor);
+    if (!streams) open.set(tenant.actor, (streams = new Set()));
     streams.add(this);
+    this.stopExpiry = whenExpired(tenant, () => this.end(expiredToken()));
   }
 
-  revoke(): void {
+  /** Ends the stream with `refusal` as its last result (the first refusal given, if ended twice). */
+  end(refusal: CoreError): void {
+    if (this.refusal) return;
     this.forget();
-    this.revoked = true;
+    this.refusal = refusal;
     this.wake();
     this.inner.return?.().catch(() => undefined);
   }
 
   async next(): Promise<IteratorResult<ExecutionResult>> {
-    if (!this.revoked) {
+    if (!this.refusal) {
       let step;
       try {
-        step = await Promise.race([this.inner.next(), this.revocation]);
+        step = await Promise.race([this.inner.next(), this.ended]);
       } catch (err) {
         this.forget();
         throw err;
       }
-      if (!this.revoked) {
+      if (!this.refusal) {
         if (step!.done) this.forget();
         return step!;
       }
     }
     if (this.told) return DONE;
     this.told = true;
-    return { value: { errors: [toGraphQLError(new CoreError("UNAUTHENTICATED", REVOKED_KEY_MESSAGE))] }, done: false };
+    return { value: { errors: [toGraphQLError(this.refusal)] }, done: false };
   }
 
   async return(): Promise<IteratorResult<ExecutionResult>> {
@@ -106,8 +116,9 @@ class RevocableStream implements AsyncIterableIterator<ExecutionResult> {
   }
 
   private forget(): void {
-    const streams = this.open.get(this.actor);
+    this.stopExpiry();
+    const streams = this.open.get(this.tenant.actor);
     if (!streams?.delete(this) || streams.size > 0) return;
-    this.open.delete(this.actor);
+    this.open.delete(this.tenant.actor);
   }
 }

@@ -3,7 +3,7 @@ import { type ExecutionArgs, type ExecutionResult, getOperationAST, GraphQLError
 import { CloseCode } from "graphql-ws";
 import { useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
-import { keyActor, REVOKED_KEY_MESSAGE, type Tenant } from "../core/auth.js";
+import { EXPIRED_TOKEN_MESSAGE, keyActor, REVOKED_KEY_MESSAGE, type Tenant, whenExpired } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import { unavailableAsCoreError } from "../core/prisma-errors.js";
@@ -37,8 +37,8 @@ export interface WebSocketFace {
  * refusing one operation: the credentials are the connection's and cannot be replaced on it, and
  * graphql-ws clients take 4401 as final (no reconnecting with the same credentials) and report it to
  * every operation of the socket, as for a refused connection. A revoked key's sockets are closed at
- * once, on every replica (one whose event bus was reconnecting: once it listens again), and their
- * live subscriptions end with them.
+ * once, on every replica (one whose event bus was reconnecting: once it listens again), a bearer
+ * token's at its exp, and their live subscriptions end with them.
  */
 export interface WebSocketOptions {
   production: boolean;
@@ -81,7 +81,13 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
         }
         const credentials = credentialsFrom(paramsAsHeaders(ctx.connectionParams));
         try {
-          actors.set(ctx.extra.socket, (await core.auth.authenticate(credentials)).actor);
+          const tenant = await core.auth.authenticate(credentials);
+          actors.set(ctx.extra.socket, tenant.actor);
+          // A bearer token's socket closes at its exp, as a revoked key's does at once (below).
+          if (tenant.expiresAt !== undefined) {
+            const socket = ctx.extra.socket;
+            socket.once("close", whenExpired(tenant, () => socket.close(CloseCode.Unauthorized, EXPIRED_TOKEN_MESSAGE)));
+          }
           callers.set(ctx.extra.socket, callerKey(credentials, address));
           addresses.set(ctx.extra.socket, address);
           return true;

@@ -48,8 +48,9 @@ export async function endOf(done: Promise<void>, what: string): Promise<Ending> 
 /**
  * Subscribes over GraphQL over SSE (yoga's distinct connections mode) through app.fetch, reading
  * the event stream as a browser's fetch would: `next` events carry results, `complete` ends it.
+ * `credentials`: an API key, or the headers to send (an Authorization header, say).
  */
-export function subscribeSse(t: TestApp, key: string, query: string, variables: Record<string, unknown>) {
+export function subscribeSse(t: TestApp, credentials: string | Record<string, string>, query: string, variables: Record<string, unknown>) {
   const messages: Received[] = [];
   const abort = new AbortController();
   let status = 0;
@@ -57,7 +58,11 @@ export function subscribeSse(t: TestApp, key: string, query: string, variables: 
     const response = await t.app.fetch(
       new Request("http://test/graphql", {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "text/event-stream", "x-api-key": key },
+        headers: {
+          "content-type": "application/json",
+          accept: "text/event-stream",
+          ...(typeof credentials === "string" ? { "x-api-key": credentials } : credentials),
+        },
         body: JSON.stringify({ query, variables }),
         signal: abort.signal,
       }),

@@ -1,6 +1,8 @@
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { createGraphQLServer } from "../../src/graphql/server.js";
+import { createLogger } from "../../src/logger.js";
 import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
 import { waitFor } from "../support/wait.js";
 import { endOf, subscribeSse, subscribeWs, wsClient } from "./live.js";
@@ -143,13 +145,17 @@ describe("a revoked API key", { timeout: 90_000 }, () => {
   });
 });
 
+/** A bearer token of the test workspace, expiring at `exp` (a jose time: "1h", or seconds since the epoch). */
+const bearerToken = (exp: string | number) =>
+  new SignJWT({ tenant_id: ws.workspaceId, sub: "dash-user" })
+    .setProtectedHeader({ alg: "HS256" })
+    .setIssuedAt()
+    .setExpirationTime(exp)
+    .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+
 describe("a bearer token past its exp", { timeout: 90_000 }, () => {
   it("is refused on the socket it opened (4401), as over HTTP", async () => {
-    const token = await new SignJWT({ tenant_id: ws.workspaceId, sub: "dash-user" })
-      .setProtectedHeader({ alg: "HS256" })
-      .setIssuedAt()
-      .setExpirationTime("1h")
-      .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+    const token = await bearerToken("1h");
     const client = wsClient(url, null, { Authorization: `Bearer ${token}` });
     try {
       const sub = await liveSubscription(client);
@@ -172,6 +178,60 @@ describe("a bearer token past its exp", { timeout: 90_000 }, () => {
       }
     } finally {
       await client.dispose();
+    }
+  });
+});
+
+describe("a bearer token reaching its exp", { timeout: 90_000 }, () => {
+  it("closes its graphql-ws socket (4401) and ends its SSE streams then, without waiting for another operation", async () => {
+    // Long enough for both subscriptions to be live first on a loaded machine; the test waits it out.
+    const exp = Math.floor(Date.now() / 1000) + 8;
+    const token = await bearerToken(exp);
+    const client = wsClient(url, null, { Authorization: `Bearer ${token}` });
+    const other = wsClient(url, ws.apiKey);
+    try {
+      const sub = await liveSubscription(client);
+      const untouched = await liveSubscription(other);
+      const sse = subscribeSse(t, { authorization: `Bearer ${token}` }, DEPLOYMENT_STATUS, { id: deploymentId });
+      await waitFor(() => sse.messages.length, (n) => n === 1, { what: "the current status over SSE" });
+
+      const expired = "The bearer token has expired.";
+      expect(await endOf(sub.done, "the socket closing at the token's exp")).toEqual({ code: 4401, reason: expired });
+      expect(await endOf(sse.done, "the stream ending at the token's exp")).toBe("completed");
+      // Not before its exp (a second's rounding aside: exp is in whole seconds).
+      expect(Date.now()).toBeGreaterThanOrEqual(exp * 1000 - 1000);
+      expect(sse.messages).toEqual([
+        { data: { deploymentStatusChanged: { status: "AWAITING_DATABASE" } } },
+        { errors: [expect.objectContaining({ message: expired, extensions: { code: "UNAUTHENTICATED" } })] },
+      ]);
+      // A key's socket is left alone.
+      expect(await viewer(other)).toEqual([{ data: { viewer: { uuid: ws.workspaceId } } }]);
+      expect(untouched.messages).toHaveLength(1);
+      untouched.dispose();
+    } finally {
+      await client.dispose();
+      await other.dispose();
+    }
+  });
+});
+
+describe("a GraphQL server disposed of (the app stopping)", () => {
+  it("no longer listens for revocations", async () => {
+    // Each registration's stop, recorded (the handlers themselves are not needed here).
+    const stops: ReturnType<typeof vi.fn>[] = [];
+    const listen = vi.spyOn(t.app.core.auth, "onKeyRevoked").mockImplementation(() => {
+      const stop = vi.fn();
+      stops.push(stop);
+      return stop;
+    });
+    try {
+      const yoga = createGraphQLServer(t.app.core, createLogger("silent"), { production: true, introspection: false, graphiql: false });
+      expect(stops).toHaveLength(1);
+      expect(stops[0]).not.toHaveBeenCalled();
+      await yoga.dispose();
+      expect(stops[0]).toHaveBeenCalledOnce();
+    } finally {
+      listen.mockRestore();
     }
   });
 });
