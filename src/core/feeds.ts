@@ -62,6 +62,13 @@ export class Channel<T> implements AsyncIterableIterator<T> {
 }
 
 /**
+ * How long after a resync a replica's feeds take their full steps, each at a random point in it: a
+ * replica following thousands of objects would otherwise queue thousands of reads on its pool at once,
+ * ahead of every request. Short next to the reconnect that caused it.
+ */
+export const RESYNC_SPREAD_MS = 2_000;
+
+/**
  * Wakes a waiting loop when the bus delivers (ring). A rare re-check (every `recheckMs`) and the bus's
  * resync (it listens again after losing its connection) wake it too, and tell the loop to read the
  * state of what it follows rather than only what the events told: an event may have been lost.
@@ -72,17 +79,28 @@ export class Wakeup {
   /** Resynced since the last wait: the next step reads everything. */
   private stale = false;
 
-  constructor(private readonly recheckMs: number) {}
+  constructor(
+    private readonly recheckMs: number,
+    /**
+     * A resync wakes the loop after a random delay up to this long (0: at once), so that the many
+     * loops of one replica, all told at the same instant, do not all read at that instant.
+     */
+    private readonly resyncSpreadMs = 0,
+  ) {}
 
   ring = (): void => {
     this.dirty = true;
     this.wake?.();
   };
 
-  /** Events may have been lost (the bus resynced): wakes the loop for a full re-check at once. */
+  /**
+   * Events may have been lost (the bus resynced): wakes the loop for a full re-check, at once or
+   * within the spread. An event rung meanwhile starts that full step sooner.
+   */
   resync = (): void => {
     this.stale = true;
-    this.ring();
+    if (this.resyncSpreadMs <= 0) return this.ring();
+    setTimeout(this.ring, Math.random() * this.resyncSpreadMs).unref();
   };
 
   /**
@@ -142,7 +160,7 @@ export function wakeOn(bus: EventBus, topic: string, workspaceId: string, wakeup
  * subclass reads the object's state (load), then what changed after each wake-up (step), and
  * publishes it; a subscriber joining later starts from `current`, the last state published (or what
  * greet() gives it, told `J`, what the subscriber asked for). When the bus resyncs (events may have
- * been lost while it was reconnecting), every feed steps at once, in full.
+ * been lost while it was reconnecting), every feed steps in full, each within RESYNC_SPREAD_MS.
  */
 export abstract class Feed<T, J = void> {
   private readonly channels = new Set<Channel<T>>();
@@ -163,7 +181,7 @@ export abstract class Feed<T, J = void> {
     /** Called once when the feed ends, so that its owner drops it. */
     private readonly forget: () => void,
   ) {
-    this.wakeup = new Wakeup(recheckMs);
+    this.wakeup = new Wakeup(recheckMs, Math.min(recheckMs, RESYNC_SPREAD_MS));
   }
 
   /** The first read, after the bus subscription is in place; throws (NOT_FOUND) if there is nothing to follow. */

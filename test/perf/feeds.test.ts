@@ -1,5 +1,5 @@
-import { describe, expect, it } from "vitest";
-import { Channel, Feed, Wakeup, wakeOn } from "../../src/core/feeds.js";
+import { describe, expect, it, vi } from "vitest";
+import { Channel, Feed, RESYNC_SPREAD_MS, Wakeup, wakeOn } from "../../src/core/feeds.js";
 import { MemoryEventBus } from "../../src/events/memory.js";
 import { topics } from "../../src/events/types.js";
 import { waitFor } from "../support/wait.js";
@@ -105,6 +105,29 @@ describe("Wakeup", () => {
     expect(await new Wakeup(5).wait()).toBe(true);
   });
 
+  it("wakes for a resync at a random point of its spread, not at once; an event meanwhile wakes it sooner", async () => {
+    vi.useFakeTimers();
+    const random = vi.spyOn(Math, "random").mockReturnValue(0.5);
+    try {
+      const wakeup = new Wakeup(60_000, 2_000);
+      let full: boolean | undefined;
+      void wakeup.wait().then((f) => (full = f));
+      wakeup.resync();
+      await vi.advanceTimersByTimeAsync(999);
+      expect(full).toBeUndefined();
+      await vi.advanceTimersByTimeAsync(1);
+      expect(full).toBe(true);
+
+      const sooner = wakeup.wait();
+      wakeup.resync();
+      wakeup.ring();
+      expect(await sooner).toBe(true);
+    } finally {
+      random.mockRestore();
+      vi.useRealTimers();
+    }
+  });
+
   it("wakeOn rings for its topic's events in its workspace, re-checks in full on a resync, and unsubscribes from both", async () => {
     const bus = new MemoryEventBus();
     const wakeup = new Wakeup(60_000);
@@ -133,7 +156,7 @@ class StepRecorder extends Feed<string> {
 }
 
 describe("Feed and the bus's resync", () => {
-  it("steps at once, in full, when the bus resyncs; an event's step is not full; a feed that ends stops listening", async () => {
+  it("steps in full when the bus resyncs; an event's step is not full; a feed that ends stops listening", async () => {
     const bus = new MemoryEventBus();
     const feed = new StepRecorder(600_000, () => {});
     feed.open(bus, topics.revision("r"), "ws-1");
@@ -148,6 +171,32 @@ describe("Feed and the bus's resync", () => {
     expect(feed.ended).toBe(true);
     expect(bus.resyncHandlerCount).toBe(0);
     expect(bus.topicCount).toBe(0);
+  });
+
+  it("spreads the full steps of a replica's feeds over RESYNC_SPREAD_MS after a resync, rather than all at once", async () => {
+    vi.useFakeTimers();
+    // Each feed's point in the spread: 0, 0.1, … 0.9 of it.
+    let draw = 0;
+    const random = vi.spyOn(Math, "random").mockImplementation(() => (draw++ % 10) / 10);
+    try {
+      const bus = new MemoryEventBus();
+      const feeds = Array.from({ length: 10 }, () => new StepRecorder(600_000, () => {}));
+      feeds.forEach((feed, i) => feed.open(bus, topics.revision(`r${i}`), "ws-1"));
+      const channels = await Promise.all(feeds.map((feed) => feed.join()));
+      bus.resync();
+      const stepped = () => feeds.filter((feed) => feed.steps.length > 0).length;
+      await vi.advanceTimersByTimeAsync(0);
+      expect(stepped()).toBe(1);
+      await vi.advanceTimersByTimeAsync(RESYNC_SPREAD_MS / 2);
+      expect(stepped()).toBe(6);
+      await vi.advanceTimersByTimeAsync(RESYNC_SPREAD_MS / 2);
+      expect(stepped()).toBe(10);
+      expect(feeds.map((feed) => feed.steps)).toEqual(feeds.map(() => [true]));
+      await Promise.all(channels.map((channel) => channel.return()));
+    } finally {
+      random.mockRestore();
+      vi.useRealTimers();
+    }
   });
 
   it("a resync during the first read is stepped after it", async () => {
