@@ -21,11 +21,13 @@ import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.
 import { isDatabaseUnavailable } from "./core/prisma-errors.js";
 import { Vacuum } from "./db/vacuum.js";
 import { createEventBus } from "./events/index.js";
-import { type AnswerSink, createGraphQLServer, GRAPHQL_PATH, type GraphQLServer, wholeAnswer } from "./graphql/server.js";
+import { createGraphQLServer, type GraphQLServer } from "./graphql/server.js";
+import { graphqlRoute } from "./graphql/route.js";
 import { attachWebSocket, type WebSocketFace } from "./graphql/ws.js";
 import { createLogger, type Logger } from "./logger.js";
 import { SimulatorRuntime } from "./pipeline/runtimes/simulator.js";
 import { PipelineWorker, type WorkerOptions } from "./pipeline/worker.js";
+import { deferredStart } from "./pipeline/deferred-start.js";
 import { toErrorAnswer } from "./rest/errors.js";
 import { idempotency } from "./middleware/idempotency.js";
 import { limitBodySize, rateLimit } from "./middleware/limits.js";
@@ -35,7 +37,7 @@ import { restRoutes } from "./rest/index.js";
 import { uploadRoutes } from "./rest/builds.js";
 import { countRevisionStatuses, Metrics, serveMetrics } from "./middleware/metrics.js";
 import { observeRequests, type ObservedEnv } from "./middleware/access-log.js";
-import { API_VERSION, describe, jsonObject, openApiDocument, routesOf } from "./rest/docs.js";
+import { API_VERSION, describe, openApiDocument, routesOf } from "./rest/docs.js";
 import { referenceRoutes } from "./rest/reference.js";
 import { z } from "zod";
 
@@ -219,35 +221,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
     graphiql: !config.production,
     metrics,
   });
-  const graphqlAnswer = { description: "A GraphQL response ({data, errors}); an event stream for subscriptions asked with Accept: text/event-stream", schema: jsonObject };
-  // The limits ahead of every route answer /graphql as GraphQL too (middleware/refusal.ts).
-  const graphqlRefusal = (description: string, headers?: Record<string, string>) => ({ description: `A GraphQL response whose one error says: ${description}`, schema: jsonObject, ...(headers && { headers }) });
-  http.on(
-    ["GET", "POST", "OPTIONS"],
-    GRAPHQL_PATH,
-    describe(
-      {
-        tag: "GraphQL",
-        summary: "The GraphQL API (GraphQL over HTTP; subscriptions over SSE here, or graphql-ws on the same path). In a browser, GET opens GraphiQL.",
-        responses: {
-          200: graphqlAnswer,
-          400: graphqlAnswer,
-          401: graphqlAnswer,
-          403: graphqlAnswer,
-          405: graphqlAnswer,
-          406: graphqlAnswer,
-          413: graphqlRefusal("the body is larger than the limit (REQUEST_ENTITY_TOO_LARGE)."),
-          415: graphqlAnswer,
-          429: graphqlRefusal("too many requests, or failed authentications (RATE_LIMITED, with extensions.retryAfter).", { "Retry-After": "Seconds to wait before retrying." }),
-          503: graphqlAnswer,
-        },
-      },
-      async (c) => {
-        const answerBytes: AnswerSink = { bytes: null };
-        return wholeAnswer(await graphql.fetch(c.req.raw, { record: c.get("record"), answerBytes }), answerBytes);
-      },
-    ),
-  );
+  http.route("/", graphqlRoute(graphql));
   // The REST reference, made from the routes above (and itself) on first request.
   http.route("/", referenceRoutes(() => openApiDocument(routesOf(http), API_VERSION)));
   http.notFound((c) => c.json({ detail: "Not Found" }, 404));
@@ -354,38 +328,3 @@ export function redactUrl(url: string): string {
     return "(unparseable)";
   }
 }
-
-/** How long after listening the worker waits for a first /readyz before it starts anyway. */
-const WORKER_START_GRACE_MS = 1_000;
-
-/**
- * Starts the pipeline worker once the server listens and has told a probe it is ready (or after a
- * short grace when nothing probes). On embedded PGlite every query shares one in-process database,
- * so a backlog of pipeline steps started earlier stood in front of the first /readyz: 36 s with
- * 100 revisions waiting, against 7 s with none.
- */
-function deferredStart(start: () => void) {
-  let armed = false;
-  let timer: NodeJS.Timeout | null = null;
-  const fire = () => {
-    if (!armed) return;
-    armed = false;
-    if (timer) clearTimeout(timer);
-    // After the answer to the probe is on its way.
-    setImmediate(start);
-  };
-  return {
-    arm() {
-      armed = true;
-      timer = setTimeout(fire, WORKER_START_GRACE_MS);
-      timer.unref();
-    },
-    ready: fire,
-    /** Never start (the app is stopping). */
-    disarm() {
-      armed = false;
-      if (timer) clearTimeout(timer);
-    },
-  };
-}
-

@@ -1,0 +1,44 @@
+import { Hono } from "hono";
+import type { ObservedEnv } from "../middleware/access-log.js";
+import { describe, jsonObject } from "../rest/docs.js";
+import { GRAPHQL_PATH } from "./http.js";
+import { type AnswerSink, type GraphQLServer, wholeAnswer } from "./server.js";
+
+const graphqlAnswer = { description: "A GraphQL response ({data, errors}); an event stream for subscriptions asked with Accept: text/event-stream", schema: jsonObject };
+/** The limits ahead of every route answer /graphql as GraphQL too (middleware/refusal.ts). */
+const graphqlRefusal = (description: string, headers?: Record<string, string>) => ({ description: `A GraphQL response whose one error says: ${description}`, schema: jsonObject, ...(headers && { headers }) });
+
+/**
+ * /graphql over HTTP (GET, POST, and CORS preflights): yoga answers, its whole answers sent as bytes
+ * (wholeAnswer). Described for the REST reference, which lists it with the answers it may give.
+ */
+export function graphqlRoute(graphql: GraphQLServer) {
+  const route = new Hono<ObservedEnv>();
+  route.on(
+    ["GET", "POST", "OPTIONS"],
+    GRAPHQL_PATH,
+    describe(
+      {
+        tag: "GraphQL",
+        summary: "The GraphQL API (GraphQL over HTTP; subscriptions over SSE here, or graphql-ws on the same path). In a browser, GET opens GraphiQL.",
+        responses: {
+          200: graphqlAnswer,
+          400: graphqlAnswer,
+          401: graphqlAnswer,
+          403: graphqlAnswer,
+          405: graphqlAnswer,
+          406: graphqlAnswer,
+          413: graphqlRefusal("the body is larger than the limit (REQUEST_ENTITY_TOO_LARGE)."),
+          415: graphqlAnswer,
+          429: graphqlRefusal("too many requests, or failed authentications (RATE_LIMITED, with extensions.retryAfter).", { "Retry-After": "Seconds to wait before retrying." }),
+          503: graphqlAnswer,
+        },
+      },
+      async (c) => {
+        const answerBytes: AnswerSink = { bytes: null };
+        return wholeAnswer(await graphql.fetch(c.req.raw, { record: c.get("record"), answerBytes }), answerBytes);
+      },
+    ),
+  );
+  return route;
+}
