@@ -85,3 +85,10 @@ export function isoString(date: Date): string {
   const minute = rest % 60;
   return `${prefix}${two((rest - minute) / 60)}:${two(minute)}:${two(second)}.${three(ms)}Z`;
 }
+
+/**
+ * 0001-01-01T00:00:00Z, the first instant an input may name: PostgreSQL numbers years without a
+ * year 0 (1 BC comes before 1 AD), so an instant that ISO 8601 puts in year 0 or before cannot be
+ * sent to it as ISO text, and no stored timestamp is that old anyway.
+ */
+export const EARLIEST_INSTANT_MS = -62_135_596_800_000;

@@ -90,6 +90,14 @@ describe("Revision.buildLogs", () => {
     expect(crossed.errors?.[0]).toMatchObject({ message: expect.stringContaining("end_time must not be before start_time"), extensions: { code: "BAD_USER_INPUT" } });
   });
 
+  it("refuses bounds before year 1 as bad input, not as an unexpected error", async () => {
+    for (const startTime of ["0000-01-01T00:00:00Z", "0001-01-01T00:00:00+23:59"]) {
+      const res = await gql(t, ws.apiKey, LOGS, { id: globalId("Revision", x.revisionId), filter: { startTime } });
+      expect(res.errors?.[0]?.extensions?.code, startTime).toBe("BAD_USER_INPUT");
+      expect(res.errors?.[0]?.message, startTime).toMatch(/DateTime/);
+    }
+  });
+
   it("reads the logs of a whole page of revisions in the same few statements as one revision's", async () => {
     const d = await newDeployment(t, ws.apiKey);
     for (let i = 0; i < 9; i++) {

@@ -111,6 +111,9 @@ describe("bad requests", () => {
     await refused({ query: "a\u0000b" }, ["body", "query"], "value_error");
     await refused({ start_time: "yesterday" }, ["body", "start_time"], "datetime_parsing");
     await refused({ start_time: "2026-02-30T00:00:00Z" }, ["body", "start_time"], "datetime_parsing");
+    // Before year 1, which PostgreSQL cannot compare with: refused, not a 500.
+    await refused({ start_time: -62135596800001 }, ["body", "start_time"], "datetime_parsing");
+    await refused({ end_time: "0001-01-01T00:00:00+23:59" }, ["body", "end_time"], "datetime_parsing");
     await refused({ start_time: "2026-03-02T00:00:00Z", end_time: "2026-03-01T00:00:00Z" }, ["body", "end_time"], "value_error");
     await refused([1], ["body"], "dict_type");
   });

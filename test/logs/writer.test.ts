@@ -170,4 +170,14 @@ describe("instants clients send", () => {
       expect(parseInstant(bad), bad).toBeNull();
     }
   });
+
+  it("are no earlier than 0001-01-01T00:00:00Z, in whatever form (PostgreSQL has no year 0 to compare with)", () => {
+    const earliest = Date.parse("0001-01-01T00:00:00Z");
+    expect(parseInstant(earliest)?.getTime()).toBe(earliest);
+    expect(parseInstant("0001-01-01T00:00:00-01:00")?.toISOString()).toBe("0001-01-01T01:00:00.000Z");
+    // An offset that takes year 1's first minutes back into year 0, epoch milliseconds before it, a Date before it.
+    for (const bad of ["0001-01-01T00:00:00+23:59", "0001-01-01T00:00:00.000+00:01", earliest - 1, -1e15, -8.64e15, new Date(earliest - 1)]) {
+      expect(parseInstant(bad), String(bad)).toBeNull();
+    }
+  });
 });

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { EARLIEST_INSTANT_MS } from "../../time.js";
 
 /** A revision has two logs: what its build did (creating, queueing, building) and what its deploy did. */
 export const LOG_KINDS = ["build", "deploy"] as const;
@@ -34,9 +35,16 @@ const ISO_INSTANT =
  * An instant as clients send one: an ISO 8601 date-time (any offset, `Z` or none for UTC, any
  * number of fractional digits, as Python's isoformat() writes them) or a date, or epoch milliseconds
  * (the form timestamps may take in answers). Precision beyond the millisecond is dropped: stored
- * timestamps have milliseconds, and bounds are inclusive, so nothing a bound names is lost.
+ * timestamps have milliseconds, and bounds are inclusive, so nothing a bound names is lost. Nothing
+ * before year 1 (EARLIEST_INSTANT_MS).
  */
 export function parseInstant(value: string | number | Date): Date | null {
+  const date = instantOf(value);
+  // Not before year 1 (EARLIEST_INSTANT_MS), whichever form named it.
+  return date && date.getTime() >= EARLIEST_INSTANT_MS ? date : null;
+}
+
+function instantOf(value: string | number | Date): Date | null {
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value;
   if (typeof value === "number") {
     if (!Number.isFinite(value) || Math.abs(value) > 8.64e15) return null;

@@ -1,14 +1,16 @@
 import { GraphQLError, Kind, type ValueNode } from "graphql";
-import { isoString } from "../../time.js";
+import { EARLIEST_INSTANT_MS, isoString } from "../../time.js";
 import { builder } from "../builder.js";
 
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
 function parseDateTime(value: unknown): Date {
-  if (typeof value !== "string" || !ISO_DATE_TIME.test(value) || Number.isNaN(Date.parse(value))) {
-    throw new GraphQLError("DateTime must be an ISO 8601 date-time string such as 2024-01-31T12:00:00Z");
+  const at = typeof value === "string" && ISO_DATE_TIME.test(value) ? Date.parse(value) : NaN;
+  // NaN fails this too; so does an instant before year 1 (an offset can take year 1's first hours there).
+  if (!(at >= EARLIEST_INSTANT_MS)) {
+    throw new GraphQLError("DateTime must be an ISO 8601 date-time string such as 2024-01-31T12:00:00Z, no earlier than 0001-01-01T00:00:00Z");
   }
-  return new Date(value);
+  return new Date(at);
 }
 
 builder.scalarType("DateTime", {
