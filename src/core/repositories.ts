@@ -72,15 +72,27 @@ export class RepositoryService {
     return integrationIds.map((id) => byInstallation.get(id) ?? []);
   }
 
-  /** PUT …/repositories: the installation's repositories become exactly those given. */
+  /**
+   * PUT …/repositories: the installation's repositories become exactly those given, and the answer is
+   * that set. Concurrent replaces of one installation's set run one after another, on the
+   * installation's row lock: under READ COMMITTED, delete-then-insert transactions do not see each
+   * other's rows, so unserialised they would collide on (integration_id, repository_id) or leave the
+   * union of two bodies. The last to commit wins, whole.
+   */
   async replace(tenant: Tenant, integrationId: string, body: unknown): Promise<CodehostRepository[]> {
     const { repositories } = parseInput(repositorySetSchema, body, "body");
-    await this.requireInstallation(tenant, integrationId);
-    await this.deps.data(tenant).$transaction(async (tx) => {
+    return this.deps.data(tenant).$transaction(async (tx) => {
+      // Raw SQL does not pass through the tenant door: the workspace is in the filter by hand.
+      const locked = await tx.$queryRaw<{ id: string }[]>`
+        SELECT id FROM codehost_installations
+        WHERE id = ${integrationId}::uuid AND workspace_id = ${tenant.workspaceId}::uuid
+        FOR UPDATE`;
+      // The lock is the existence check too: 404 for an installation that is not the workspace's.
+      if (locked.length === 0) throw notFound("Integration", integrationId);
       await tx.codehostRepository.deleteMany({ where: { integrationId } });
       await tx.codehostRepository.createMany({ data: repositoryRows(tenant.workspaceId, integrationId, repositories) });
+      return tx.codehostRepository.findMany({ where: { integrationId }, orderBy: byOwnerAndName });
     });
-    return this.list(tenant, integrationId);
   }
 
   private async requireInstallation(tenant: Tenant, integrationId: string) {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { gqlOk } from "../graphql/support.js";
+import { gql, globalId, gqlOk } from "../graphql/support.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -82,5 +82,66 @@ describe("an installation's repositories", () => {
     const notUuid = await t.request("GET", "/v1/integrations/codehost/abc/repos", { key: ws.apiKey });
     expect(notUuid.status).toBe(422);
     expect(notUuid.body.detail).toEqual([expect.objectContaining({ loc: ["path", "integration_id"], type: "uuid_parsing" })]);
+  });
+
+  // On PostgreSQL concurrent replaces once raced (delete then insert under READ COMMITTED): some
+  // answered 500 (a unique violation) and two bodies could leave their union. They run one after another now.
+  describe("replaced concurrently", () => {
+    const ids = (rows: { id: number }[]) => rows.map((r) => r.id).sort((a, b) => a - b);
+    const stored = async (id: string) => ids((await t.request("GET", `/v1/integrations/codehost/${id}/repos`, { key: ws.apiKey })).body);
+    const body = (from: number, to: number) => ({
+      repositories: Array.from({ length: to - from + 1 }, (_, i) => repo(from + i, "acme", `r${from + i}`)),
+    });
+    let installationId = 40;
+    const install = async () => {
+      const created = await t.request("POST", FORGE, { key: ws.apiKey, body: { installation_id: installationId++, name: "race", repositories: [repo(99, "acme", "old")] } });
+      expect(created.status, created.text).toBe(201);
+      return created.body.id as string;
+    };
+
+    it("8 identical PUTs all answer 200 and leave exactly the body", async () => {
+      for (let round = 0; round < 3; round++) {
+        const id = await install();
+        const answers = await Promise.all(Array.from({ length: 8 }, () => t.request("PUT", `${FORGE}/${id}/repositories`, { key: ws.apiKey, body: body(1, 5) })));
+        expect(answers.map((a) => a.status), answers.map((a) => a.text).join("\n")).toEqual(Array(8).fill(200));
+        for (const a of answers) expect(ids(a.body)).toEqual([1, 2, 3, 4, 5]);
+        expect(await stored(id)).toEqual([1, 2, 3, 4, 5]);
+      }
+    });
+
+    it("two different bodies at once leave exactly one of them, never their union", async () => {
+      const a = body(1, 5);
+      const b = body(11, 13);
+      for (let round = 0; round < 3; round++) {
+        const id = await install();
+        const sent = Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? a : b));
+        const answers = await Promise.all(sent.map((s) => t.request("PUT", `${FORGE}/${id}/repositories`, { key: ws.apiKey, body: s })));
+        expect(answers.map((r) => r.status), answers.map((r) => r.text).join("\n")).toEqual(Array(8).fill(200));
+        // Each answer is the set its own request left.
+        answers.forEach((r, i) => expect(ids(r.body)).toEqual(ids(sent[i]!.repositories)));
+        expect([[1, 2, 3, 4, 5], [11, 12, 13]]).toContainEqual(await stored(id));
+      }
+    });
+
+    it("through codehostInstallationRepositoriesSet too: no INTERNAL_SERVER_ERROR, one body whole", async () => {
+      const toInput = (s: ReturnType<typeof body>) => ({ repositories: s.repositories.map((r) => ({ id: r.id, owner: r.owner, name: r.name, url: r.url })) });
+      const id = await install();
+      const sent = Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? body(1, 5) : body(11, 13)));
+      const answers = await Promise.all(
+        sent.map((s) =>
+          gql(
+            t,
+            ws.apiKey,
+            `mutation($id: ID!, $input: CodehostRepositoriesSetInput!) { codehostInstallationRepositoriesSet(id: $id, input: $input) { userErrors { code } } }`,
+            { id: globalId("CodehostInstallation", id), input: toInput(s) },
+          ),
+        ),
+      );
+      for (const r of answers) {
+        expect(r.errors, JSON.stringify(r.errors)).toBeUndefined();
+        expect(r.data.codehostInstallationRepositoriesSet.userErrors).toEqual([]);
+      }
+      expect([[1, 2, 3, 4, 5], [11, 12, 13]]).toContainEqual(await stored(id));
+    });
   });
 });
