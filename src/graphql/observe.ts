@@ -40,7 +40,7 @@ export function useObservedOperations(metrics: Metrics | null): Plugin {
       const { name, type } = labelled(args);
       return {
         onExecuteDone({ result }) {
-          metrics?.graphqlOperations.inc({ operation: name, type, outcome: outcomeOf(result) });
+          metrics?.operationExecuted(name, type, outcomeOf(result));
         },
       };
     },
@@ -48,7 +48,7 @@ export function useObservedOperations(metrics: Metrics | null): Plugin {
       const { name, type } = labelled(args);
       return {
         onSubscribeResult({ result }) {
-          metrics?.graphqlOperations.inc({ operation: name, type, outcome: outcomeOf(result) });
+          metrics?.operationExecuted(name, type, outcomeOf(result));
           if (!metrics || !(Symbol.asyncIterator in result)) return;
           const closed = metrics.subscriptionOpened("sse");
           return { onEnd: closed };

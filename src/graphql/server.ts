@@ -1,7 +1,7 @@
 import { EnvelopArmorPlugin } from "@escape.tech/graphql-armor";
 import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
 import { complexityFromQuery } from "@pothos/plugin-complexity";
-import { type DocumentNode, getOperationAST, GraphQLError, type GraphQLSchema, Kind, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
+import { type DocumentNode, getOperationAST, GraphQLError, type GraphQLSchema, Kind, NoSchemaIntrospectionCustomRule, type OperationDefinitionNode, type ValidationContext } from "graphql";
 import { createYoga, maskError as yogaMaskError, type Plugin, processRegularResult, type YogaServerInstance } from "graphql-yoga";
 import type { Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
@@ -203,16 +203,19 @@ function useComplexityLimit(maxComplexity: number): Plugin {
  * complexity options read arguments only): a dashboard asking for the same page again costs a
  * lookup, not a walk of its selection. Queries only (a mutation's variables may hold secrets, which
  * are not to be kept), by document (yoga's parse cache hands out one object per text, and drops it
- * with the text), then by name and variables, a few sets of variables each.
+ * with the text), then by name and the values of the variables the operation declares, a few sets
+ * each. Clients choose those values: a set longer than MAX_COST_KEY_CHARS is costed and not kept (a
+ * megabyte of variables sent with each request was kept, per document, sixteen times over).
  */
 class OperationCosts {
   private readonly byDocument = new WeakMap<DocumentNode, Map<string, number | null>>();
 
   of(document: DocumentNode, schema: GraphQLSchema, name: string | null, variables: Record<string, unknown>): number | null {
-    if (getOperationAST(document, name)?.operation !== "query") return operationCost(document, schema, name, variables);
+    const operation = getOperationAST(document, name);
+    const key = operation?.operation === "query" ? costKey(operation, name, variables) : null;
+    if (key === null) return operationCost(document, schema, name, variables);
     let known = this.byDocument.get(document);
     if (!known) this.byDocument.set(document, (known = new Map()));
-    const key = `${name ?? ""} ${JSON.stringify(variables)}`;
     let cost = known.get(key);
     if (cost === undefined) {
       cost = operationCost(document, schema, name, variables);
@@ -221,6 +224,19 @@ class OperationCosts {
     }
     return cost;
   }
+}
+
+/** The longest key (name and declared variables' values, as JSON) an operation's cost is kept under. */
+const MAX_COST_KEY_CHARS = 256;
+
+/**
+ * The operation's name and the values of the variables it declares (a value given, even null, is
+ * [value]; one not given is [], which a default may stand for), or null when that is too long to keep.
+ */
+function costKey(operation: OperationDefinitionNode, name: string | null, variables: Record<string, unknown>): string | null {
+  const values = (operation.variableDefinitions ?? []).map(({ variable }) => (Object.hasOwn(variables, variable.name.value) ? [variables[variable.name.value]] : []));
+  const key = `${name ?? ""} ${JSON.stringify(values)}`;
+  return key.length <= MAX_COST_KEY_CHARS ? key : null;
 }
 
 function operationCost(document: DocumentNode, schema: GraphQLSchema, name: string | null, variables: Record<string, unknown>): number | null {

@@ -33,6 +33,10 @@ function processMetrics(): Registry {
   return processRegistry;
 }
 
+/** How many distinct GraphQL operation names get series of their own; later ones count as OTHER_OPERATIONS. */
+const MAX_OPERATION_NAMES = 200;
+const OTHER_OPERATIONS = "(other)";
+
 /**
  * The service's Prometheus metrics, in a registry of its own (one per app: tests run many in one
  * process) merged with the process's. Served by serveMetrics on METRICS_PORT, never on the API's port.
@@ -47,6 +51,8 @@ export class Metrics {
   readonly revisionStatus: Counter<"status">;
   readonly stepDuration: Histogram<"status" | "outcome">;
   readonly eventBusLag: Histogram<"origin">;
+  /** The operation names labelled so far (operationExecuted). */
+  private readonly operationNames = new Set<string>();
 
   constructor(pool: () => pg.Pool | null) {
     const own = new Registry();
@@ -66,7 +72,7 @@ export class Metrics {
     });
     this.graphqlOperations = new Counter({
       name: "dcp_graphql_operations_total",
-      help: "GraphQL operations executed, by operation name, type and outcome (ok or error)",
+      help: `GraphQL operations executed, by operation name (the first ${MAX_OPERATION_NAMES} names seen; later ones as ${OTHER_OPERATIONS}), type and outcome (ok or error)`,
       labelNames: ["operation", "type", "outcome"],
       registers,
     });
@@ -111,6 +117,20 @@ export class Metrics {
       },
     });
     this.registry = Registry.merge([processMetrics(), own]);
+  }
+
+  /**
+   * One GraphQL operation executed. Its name is the client's to choose: the first
+   * MAX_OPERATION_NAMES names seen get series of their own, later ones count as "(other)", so that
+   * a client sending a new name each time cannot grow the registry (and every scrape) without end.
+   */
+  operationExecuted(name: string, type: string, outcome: "ok" | "error"): void {
+    let operation = name;
+    if (!this.operationNames.has(name)) {
+      if (this.operationNames.size < MAX_OPERATION_NAMES) this.operationNames.add(name);
+      else operation = OTHER_OPERATIONS;
+    }
+    this.graphqlOperations.inc({ operation, type, outcome });
   }
 
   /** Open subscriptions of one transport: call the returned function once when it ends. */
