@@ -98,6 +98,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       return createContext(core, tenant, request ? new URL(request.url).origin : null);
     },
     plugins: [
+      useJsonParameters(),
       useAuthenticationFirst(core, { anonymousIntrospection: options.introspection }),
       // An SSE stream ends when the key that started it is revoked (graphql-ws closes the socket: ws.ts).
       useEndedOnRevocation(core),
@@ -127,6 +128,30 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
   });
   registerParseCache(yoga, parseCache);
   return yoga;
+}
+
+/**
+ * `variables` and `extensions` of a GET's query string (or a form's body) that are not JSON: a bad
+ * request (400 BAD_REQUEST), as a POST body that is not JSON is in yoga. yoga parses them without a
+ * guard, so its SyntaxError would otherwise be an unexpected error, logged with its stack, before
+ * anyone has authenticated. A JSON body's parser is left as it is (it answers so itself).
+ */
+function useJsonParameters(): Plugin {
+  return {
+    onRequestParse({ request, requestParser, setRequestParser }) {
+      if (!requestParser || (request.method === "POST" && !/^application\/x-www-form-urlencoded\b/i.test(request.headers.get("content-type") ?? ""))) return;
+      setRequestParser(async (req) => {
+        try {
+          return await requestParser(req);
+        } catch (err) {
+          if (!(err instanceof SyntaxError)) throw err;
+          throw new GraphQLError("The variables or extensions parameter is not valid JSON.", {
+            extensions: { code: "BAD_REQUEST", http: { status: 400 } },
+          });
+        }
+      });
+    },
+  };
 }
 
 /** Where the /graphql route takes a whole answer's body, as UTF-8 bytes (see useAnswerBytes). */

@@ -76,6 +76,30 @@ describe("errors", () => {
     }
   });
 
+  it("answers variables or extensions that are not JSON, in a GET or a form, as a bad request (400), logging no fault", async () => {
+    const query = encodeURIComponent("{ viewer { uuid } }");
+    const errorLines = () => prod.guard.logLines.filter((line) => /"level":(50|60)/.test(line)).length;
+    const before = errorLines();
+    for (const [method, params] of [
+      ["GET", `query=${query}&variables=%7Bbad`],
+      ["GET", `query=${query}&extensions=%7Bbad`],
+      ["POST", `query=${query}&variables=%7Bbad`],
+    ] as const) {
+      const res = await prod.request(method, method === "GET" ? `/graphql?${params}` : "/graphql", {
+        key: prodWs.apiKey,
+        ...(method === "POST" && { rawBody: params }),
+        headers: { "x-graphql-yoga-csrf": "1", ...(method === "POST" && { "content-type": "application/x-www-form-urlencoded" }) },
+      });
+      expect(res.status, params).toBe(400);
+      expect(res.body.errors, params).toEqual([expect.objectContaining({ message: expect.stringMatching(/not valid JSON/), extensions: expect.objectContaining({ code: "BAD_REQUEST" }) })]);
+      expect(res.text, params).not.toMatch(/stack|SyntaxError/);
+    }
+    expect(errorLines()).toBe(before);
+    // Well-formed, the same GET is answered.
+    const ok = await prod.request("GET", `/graphql?query=${query}&variables=%7B%7D`, { key: prodWs.apiKey, headers: { "x-graphql-yoga-csrf": "1" } });
+    expect(ok.body).toEqual({ data: { viewer: { uuid: prodWs.workspaceId } } });
+  });
+
   it("masks unexpected errors in production and keeps their details out of the answer", async () => {
     vi.spyOn(prod.app.core.batch, "workspace").mockRejectedValueOnce(new Error("boom: internal detail"));
     const res = await gql(prod, prodWs.apiKey, `{ viewer { id } }`);
