@@ -96,7 +96,9 @@ export class UploadService {
    * PUT <upload_url>. Everything that can be checked before the body is (signature, expiry, type,
    * declared length); the body is then streamed into the blob store, its size counted and its first
    * bytes checked for gzip. Refused or failed, nothing is stored and the URL may be used again until
-   * it expires; stored, it is spent.
+   * it expires; stored, it is spent. When the deployment is deleted while the body streams in (its
+   * upload's row goes with it), the answer is the 404 of a PUT after the deletion, and what was
+   * written is removed.
    */
   async receive(req: UploadRequest): Promise<StoredUpload> {
     const expected = req.expires ? this.sign(req.objectPath, req.expires) : null;
@@ -117,11 +119,7 @@ export class UploadService {
       where: { objectPath: req.objectPath, status: "pending" },
       data: { status: "receiving" },
     });
-    if (claimed.count === 0) {
-      const found = await this.deps.prisma.sourceUpload.findUnique({ where: { objectPath: req.objectPath }, select: { status: true } });
-      if (!found) throw new CoreError("NOT_FOUND", `Upload ${req.objectPath} not found: its deployment was deleted.`);
-      throw conflict(`This upload URL has been used already (${found.status}): get a new one with POST /v2/deployments/{deployment_id}/upload-url.`);
-    }
+    if (claimed.count === 0) throw await this.refusal(req.objectPath);
     const hash = createHash("sha256");
     let size = 0;
     try {
@@ -130,15 +128,38 @@ export class UploadService {
         hash.update(chunk);
       }));
     } catch (err) {
-      await this.deps.prisma.sourceUpload.updateMany({ where: { objectPath: req.objectPath, status: "receiving" }, data: { status: "pending" } });
+      const released = await this.deps.prisma.sourceUpload.updateMany({ where: { objectPath: req.objectPath, status: "receiving" }, data: { status: "pending" } });
+      // The claim went while the body streamed in (a database store's next chunk then fails on the
+      // missing row): that, not how the write failed, is the answer.
+      if (released.count === 0) throw await this.claimLost(req.objectPath);
       throw err;
     }
     const sha256 = hash.digest("hex");
-    await this.deps.prisma.sourceUpload.update({
-      where: { objectPath: req.objectPath },
+    // Still this PUT's claim, or the deployment was deleted meanwhile (its upload's row with it).
+    const stored = await this.deps.prisma.sourceUpload.updateMany({
+      where: { objectPath: req.objectPath, status: "receiving" },
       data: { status: "stored", sizeBytes: size, sha256, storedAt: new Date() },
     });
+    if (stored.count === 0) throw await this.claimLost(req.objectPath);
     return { objectPath: req.objectPath, sizeBytes: size, sha256 };
+  }
+
+  /** Why this PUT cannot have the upload: its row went with its deployment (404), or another PUT had it (409). */
+  private async refusal(objectPath: string): Promise<CoreError> {
+    const found = await this.deps.prisma.sourceUpload.findUnique({ where: { objectPath }, select: { status: true } });
+    if (!found) return new CoreError("NOT_FOUND", `Upload ${objectPath} not found: its deployment was deleted.`);
+    return conflict(`This upload URL has been used already (${found.status}): get a new one with POST /v2/deployments/{deployment_id}/upload-url.`);
+  }
+
+  /**
+   * A claim lost while the body streamed in: when the row is gone, so goes what was written (a
+   * folder store may have put a file, and recreated the folder, of a deployment deleted meanwhile),
+   * and the answer is the one a PUT after the deletion gets.
+   */
+  private async claimLost(objectPath: string): Promise<CoreError> {
+    const refusal = await this.refusal(objectPath);
+    if (refusal.code === "NOT_FOUND") await this.blobs.remove(objectPath);
+    return refusal;
   }
 
   /** The build step: the stored upload a revision names, when it is this deployment's. */

@@ -1,4 +1,6 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { existsSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { decodeJwt, decodeProtectedHeader } from "jose";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
@@ -8,6 +10,7 @@ import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { DatabaseWatch } from "../support/fuzz.js";
 import { tarOf } from "../support/registry.js";
+import { waitFor } from "../support/wait.js";
 
 /** Push tokens, the registry's token server, upload URLs and the PUT they take, through REST. */
 
@@ -241,6 +244,61 @@ describe("POST /v2/deployments/{id}/upload-url and PUT <upload_url>", () => {
     await watch.check(true, "expired");
     // Refused, the URL still works until it expires.
     expect((await put(url.pathname + url.search, data)).status).toBe(200);
+  });
+
+  /** What an upload left behind: its row, its chunks (database store), its deployment's folder and leftovers in .incoming (folder store). */
+  async function leftovers(deploymentId: string, objectPath: string) {
+    const uploads = join(t.app.config.dataDir, "uploads");
+    return {
+      rows: await t.app.db.sql.query(`SELECT status FROM source_uploads WHERE object_path = $1`, [objectPath]),
+      chunks: await t.app.db.sql.query(`SELECT seq FROM source_upload_chunks WHERE object_path = $1`, [objectPath]),
+      folder: existsSync(join(uploads, deploymentId)),
+      incoming: existsSync(join(uploads, ".incoming")) ? readdirSync(join(uploads, ".incoming")) : [],
+    };
+  }
+
+  it("answers 404 and stores nothing when the deployment is deleted while the body streams in", async () => {
+    const d = await deployment("internal_source");
+    const { url, object_path } = await issue(d.id);
+    const data = await tarball();
+    // The first 4 bytes, then nothing until the gate opens; pulls counts the server's reads.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let pulls = 0;
+    const body = new ReadableStream<Uint8Array>(
+      {
+        async pull(controller) {
+          pulls++;
+          if (pulls === 1) return controller.enqueue(new Uint8Array(data.subarray(0, 4)));
+          await gate;
+          controller.enqueue(new Uint8Array(data.subarray(4)));
+          controller.close();
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    const answered = put(url.pathname + url.search, body);
+    // The server has claimed the upload and taken the first bytes: it waits for the rest.
+    await waitFor(
+      async () => ({ pulls, rows: await t.app.db.sql.query<{ status: string }>(`SELECT status FROM source_uploads WHERE object_path = $1`, [object_path]) }),
+      (v) => v.pulls >= 2 && v.rows[0]?.status === "receiving",
+      { what: "the PUT to be streaming" },
+    );
+    expect((await t.request("DELETE", `/v2/deployments/${d.id}`, { key: ws.apiKey })).status).toBe(204);
+    open();
+    expect(await answer(await answered)).toEqual({ status: 404, body: { detail: `Upload ${object_path} not found: its deployment was deleted.` } });
+    expect(await leftovers(d.id, object_path)).toEqual({ rows: [], chunks: [], folder: false, incoming: [] });
+  });
+
+  it("answers the documented 404 to a PUT after its deployment was deleted", async () => {
+    const d = await deployment("internal_source");
+    const { url, object_path } = await issue(d.id);
+    expect((await t.request("DELETE", `/v2/deployments/${d.id}`, { key: ws.apiKey })).status).toBe(204);
+    expect(await answer(await put(url.pathname + url.search, await tarball()))).toEqual({
+      status: 404,
+      body: { detail: `Upload ${object_path} not found: its deployment was deleted.` },
+    });
+    expect(await leftovers(d.id, object_path)).toEqual({ rows: [], chunks: [], folder: false, incoming: [] });
   });
 
   it("streams past the global body limit: uploads have their own", async () => {

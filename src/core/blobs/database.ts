@@ -57,6 +57,10 @@ export class DatabaseBlobStore implements BlobStore {
     })();
   }
 
+  async remove(path: string): Promise<void> {
+    await this.prisma.sourceUploadChunk.deleteMany({ where: { objectPath: path } });
+  }
+
   async removeDeployments(): Promise<void> {
     // The chunks go with their uploads' rows, which go with the deployment (ON DELETE CASCADE).
   }

@@ -1,5 +1,5 @@
 import { createReadStream, createWriteStream, existsSync, mkdirSync, rmSync } from "node:fs";
-import { rename, rm } from "node:fs/promises";
+import { rename, rm, rmdir } from "node:fs/promises";
 import { randomUUID } from "node:crypto";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -39,6 +39,18 @@ export class FolderBlobStore implements BlobStore {
   async read(path: string): Promise<AsyncIterable<Uint8Array> | null> {
     const file = this.file(path);
     return existsSync(file) ? createReadStream(file) : null;
+  }
+
+  async remove(path: string): Promise<void> {
+    const file = this.file(path);
+    await rm(file, { force: true });
+    // Its deployment's folder too when that leaves it empty: a write that ended after its deployment
+    // was deleted (and its folder removed) made it anew.
+    const folder = dirname(file);
+    if (folder === this.root) return;
+    await rmdir(folder).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== "ENOENT" && err.code !== "ENOTEMPTY" && err.code !== "EEXIST") throw err;
+    });
   }
 
   async removeDeployments(ids: string[]): Promise<void> {
