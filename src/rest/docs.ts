@@ -135,11 +135,18 @@ function operation(method: string, path: string, doc: RouteDoc) {
     security: SECURITY[auth],
     ...(params.length > 0 ? { parameters: params } : {}),
     ...(doc.body
-      ? { requestBody: { required: false, content: { [doc.bodyMedia ?? "application/json"]: { schema: doc.bodyMedia ? { type: "string", contentMediaType: doc.bodyMedia } : jsonSchema(doc.body, "input") } } } }
+      ? { requestBody: { required: bodyRequired(doc), content: { [doc.bodyMedia ?? "application/json"]: { schema: doc.bodyMedia ? { type: "string", contentMediaType: doc.bodyMedia } : jsonSchema(doc.body, "input") } } } }
       : {}),
     responses,
   };
 }
+
+/**
+ * Whether the operation refuses a request without a body: a raw body (an upload) always; a JSON body
+ * when its schema refuses what a missing one reads as (readJson: undefined), as FastAPI's 422
+ * `missing` does.
+ */
+const bodyRequired = (doc: RouteDoc): boolean => Boolean(doc.bodyMedia) || !doc.body!.safeParse(undefined).success;
 
 export interface Route {
   method: string;

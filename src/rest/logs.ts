@@ -20,7 +20,8 @@ const logPage = z.object({
 });
 const tag = "Logs";
 const logDoc = (summary: string, params: z.ZodType) =>
-  ({ tag, summary, params, body: logQuerySchema, responses: { 200: { description: "A page of log lines", schema: logPage }, 404: notFound } }) as const;
+  // The body may be left out: every field has its default.
+  ({ tag, summary, params, body: logQuerySchema.optional(), responses: { 200: { description: "A page of log lines", schema: logPage }, 404: notFound } }) as const;
 
 /** The log reads the official command-line tool makes (COMPAT.md "Logs"): POSTs that read. */
 export function logRoutes(logs: LogService) {

@@ -70,6 +70,25 @@ group("openapi.json", () => {
     expect(withKey).not.toContain("POST /graphql");
   });
 
+  it("says a JSON body is required where leaving it out is refused, and optional where it may be left out", async () => {
+    const required = (doc: Doc, method: string, path: string) => (doc.paths[path]![method]!.requestBody as { required: boolean }).required;
+    const app = new Hono()
+      .post("/v2/needs", describe({ tag: "t", summary: "needs a body", body: z.object({ name: z.string() }), responses: { 200: { description: "ok", schema: z.object({}) } } }, (c) => c.json({})))
+      .post("/v2/may", describe({ tag: "t", summary: "may have one", body: z.object({ name: z.string() }).optional(), responses: { 200: { description: "ok", schema: z.object({}) } } }, (c) => c.json({})));
+    const made = openApiDocument(routesOf(app), "1") as unknown as Doc;
+    expect(required(made, "post", "/v2/needs")).toBe(true);
+    expect(required(made, "post", "/v2/may")).toBe(false);
+
+    const doc = JSON.parse(committed) as Doc;
+    expect(required(doc, "post", "/v2/deployments")).toBe(true);
+    // A log read's fields all have defaults: its body may be left out (COMPAT.md's tool sends one).
+    expect(required(doc, "post", "/v1/projects/{deployment_id}/deploy_logs")).toBe(false);
+    const ws = await t.workspace();
+    const missing = await t.request("POST", "/v2/deployments", { key: ws.apiKey });
+    expect(missing.status).toBe(422);
+    expect(missing.body.detail).toEqual([expect.objectContaining({ loc: ["body"], type: "missing" })]);
+  });
+
   it("cannot be made with a route that has no description", () => {
     const app = new Hono()
       .get("/v2/described", describe({ tag: "t", summary: "described", responses: { 200: { description: "ok", schema: z.object({ ok: z.boolean() }) } } }, (c) => c.json({ ok: true })))
