@@ -195,7 +195,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
   // Per caller and per address, shared by HTTP and graphql-ws.
   const limits = new CallerLimits(config.limits.ratePerMinute, config.limits.authFailuresPerMinute);
   // Abuse protection ahead of every route, REST and /graphql alike: throttle first, then cap the body.
-  http.use("*", rateLimit(limits));
+  http.use("*", rateLimit(limits, core.auth));
   http.use("*", limitFailedAuthentications(limits));
   // Source uploads stream in under their own limit (200 MiB): routed before the global body limit.
   http.route("/", uploadRoutes(core));

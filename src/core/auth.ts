@@ -24,6 +24,8 @@ export interface Credentials {
 }
 
 export const hashApiKey = (key: string) => createHash("sha256").update(key).digest("hex");
+/** The token of an `Authorization: Bearer <token>` header; undefined for anything else. */
+export const bearerToken = (authorization: string | null | undefined) => /^Bearer\s+(\S+)$/i.exec(authorization ?? "")?.[1];
 /** The characters of a key that `npm run keys -- list` shows (`dcp_` and four of the random part): enough to recognise it, useless to use. */
 export const keyPrefix = (key: string) => key.slice(0, 8);
 
@@ -58,6 +60,9 @@ export function whenExpired(tenant: Tenant, expired: () => void): () => void {
   arm();
   return () => clearTimeout(timer);
 }
+
+/** Bearer tokens are remembered by this, not kept. */
+const hashToken = (token: string) => createHash("sha256").update(token).digest("base64");
 
 const unauthenticated = (msg: string) => new CoreError("UNAUTHENTICATED", msg);
 const forbidden = (msg: string) => new CoreError("FORBIDDEN", msg);
@@ -107,6 +112,12 @@ export class Authenticator {
   private readonly workspaceCache = new Map<string, { organizationId: string | null; until: number }>();
   private readonly revocationHandlers = new Set<(keyId: string) => void>();
   /**
+   * The bearer tokens verified here (by SHA-256 of the token), with when each expires (ms): what
+   * `verified` answers from. At most CACHE_MAX, in the order they were last verified: the one verified
+   * longest ago makes room. Only tokens signed with the secret get in, so a guessing client cannot fill it.
+   */
+  private readonly verifiedTokens = new Map<string, number>();
+  /**
    * The ids of the keys this authenticator has let through and has not seen revoked: whatever is open
    * here (sockets, streams) was opened by one of them. Re-checked when the bus may have lost a
    * revocation; as many as there are keys in use, whatever the traffic.
@@ -153,6 +164,29 @@ export class Authenticator {
    */
   stillAdmitted(actor: string): boolean {
     return !actor.startsWith(KEY_ACTOR) || this.admitted.has(actor.slice(KEY_ACTOR.length));
+  }
+
+  /**
+   * Whether this replica has verified these credentials, synchronously and without a lookup (for the
+   * rate limit, which runs before authentication: see rateLimitKey). An API key: its lookup is cached with a
+   * record that is not revoked, however old that entry (a revocation told here, or read after a resync,
+   * drops it at once; the next authentication re-reads an old one). A bearer token: it was verified here
+   * (signature, claims, lifetime) and has not reached its exp. Says nothing about what they may do:
+   * authentication still decides that, request by request.
+   */
+  verified(credentials: Credentials): boolean {
+    if (credentials.apiKey) {
+      const record = this.keyCache.get(hashApiKey(credentials.apiKey))?.record;
+      return record != null && record.revokedAt === null;
+    }
+    const bearer = bearerToken(credentials.authorization);
+    if (!bearer) return false;
+    const hash = hashToken(bearer);
+    const expiresAt = this.verifiedTokens.get(hash);
+    if (expiresAt === undefined) return false;
+    if (expiresAt > Date.now()) return true;
+    this.verifiedTokens.delete(hash);
+    return false;
   }
 
   /** Drops a key from the cache: its next use reads the database again. */
@@ -218,7 +252,7 @@ export class Authenticator {
 
   async authenticate(credentials: Credentials): Promise<Tenant> {
     if (credentials.apiKey) return this.fromApiKey(credentials.apiKey, credentials.tenantId ?? null);
-    const bearer = /^Bearer\s+(\S+)$/i.exec(credentials.authorization ?? "")?.[1];
+    const bearer = bearerToken(credentials.authorization);
     if (bearer) return this.fromBearer(bearer, credentials.tenantId ?? null);
     throw unauthenticated("Not authenticated: send an X-Api-Key header or Authorization: Bearer <token>.");
   }
@@ -258,6 +292,8 @@ export class Authenticator {
     if (claims.exp - Math.min(now, claims.iat ?? now) > this.maxLifetimeSeconds) {
       throw unauthenticated(`Bearer tokens may live at most ${this.maxLifetimeSeconds} s (exp - iat): ask for a shorter-lived one.`);
     }
+    // Genuine (ours, and its claims sane): its workspace and subject may have a rate-limit bucket of their own.
+    this.rememberToken(token, claims.exp * 1000);
     // A UUID in capitals names the same workspace: the tenant carries its one (lower-case) spelling.
     const workspaceId = claims.tenant_id.toLowerCase();
     if (tenantId && tenantId.toLowerCase() !== workspaceId) {
@@ -266,6 +302,15 @@ export class Authenticator {
     const organizationId = await this.workspaceOrganization(workspaceId);
     if (!organizationId) throw unauthenticated("The token's workspace does not exist.");
     return { organizationId, workspaceId, actor: `user:${claims.sub ?? "unknown"}`, expiresAt: claims.exp * 1000 };
+  }
+
+  /** A bearer token verified here, until its exp: moved to the end of the map, the oldest out if it is full. */
+  private rememberToken(token: string, expiresAt: number): void {
+    const hash = hashToken(token);
+    if (!this.verifiedTokens.delete(hash) && this.verifiedTokens.size >= CACHE_MAX) {
+      this.verifiedTokens.delete(this.verifiedTokens.keys().next().value!);
+    }
+    this.verifiedTokens.set(hash, expiresAt);
   }
 
   /**

@@ -13,7 +13,7 @@ import { GRAPHQL_PATH, type GraphQLServer, logAnsweredError, maskError, MASKED_E
 import { subscribeShared } from "./shared-execution.js";
 import { countedOpen, operationLabel } from "./observe.js";
 import type { Metrics } from "../middleware/metrics.js";
-import { authFailuresMessage, type CallerLimits, callerKey } from "../middleware/caller-limits.js";
+import { authFailuresMessage, type CallerLimits, rateLimitKey } from "../middleware/caller-limits.js";
 import { credentialsFrom, paramsAsHeaders } from "../middleware/credentials.js";
 
 /** The operation's own envelop (yoga's plugins around graphql-js), handed over in rootValue. */
@@ -61,7 +61,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
   const { limits } = options;
   /** Each socket's actor (whose credentials opened it): a revoked key's sockets are found by it. */
   const actors = new WeakMap<object, string>();
-  /** Each socket's rate-limit bucket: its caller's, as over HTTP. */
+  /** Each socket's rate-limit bucket: its caller's, as over HTTP (decided once it has authenticated). */
   const callers = new WeakMap<object, string>();
   /** Each socket's client address: where a failed authentication of one of its operations counts. */
   const addresses = new WeakMap<object, string>();
@@ -88,7 +88,9 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
             const socket = ctx.extra.socket;
             socket.once("close", whenExpired(tenant, () => socket.close(CloseCode.Unauthorized, EXPIRED_TOKEN_MESSAGE)));
           }
-          callers.set(ctx.extra.socket, callerKey(credentials, address));
+          // Authenticated just now, so verified here: the caller's own bucket, the one its HTTP requests
+          // draw on (the address's only if a revocation or a resync came during that authentication).
+          callers.set(ctx.extra.socket, rateLimitKey(credentials, address, core.auth));
           addresses.set(ctx.extra.socket, address);
           return true;
         } catch (err) {

@@ -7,8 +7,8 @@ import { refuse } from "./refusal.js";
  * Failed authentications per client address (limits.authFailuresPerMinute; 0 turns it off): every
  * answer 401, REST or /graphql, counts one; once an address has spent its minute's worth, its
  * requests answer 429 with Retry-After (on /graphql a RATE_LIMITED error) before anything
- * authenticates them. Made-up keys, rotated so that no per-key rate bucket ever fills, would
- * otherwise each cost a database lookup.
+ * authenticates them. Made-up keys count against their address's rate too (rateLimitKey), but at
+ * that rate (RATE_LIMIT_PER_MINUTE) each would still cost a database lookup.
  */
 export function limitFailedAuthentications(limits: CallerLimits): MiddlewareHandler {
   if (limits.authFailuresPerMinute === 0) return (_c, next) => next();

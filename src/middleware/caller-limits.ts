@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { decodeJwt } from "jose";
-import type { Credentials } from "../core/auth.js";
+import { bearerToken, type Credentials } from "../core/auth.js";
 
 interface Bucket {
   tokens: number;
@@ -74,14 +74,14 @@ export class TokenBuckets {
 const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
 
 /**
- * Who is calling, before authentication (so that /graphql and graphql-ws, which authenticate
- * further in, are covered too): the API key's hash, a bearer token's workspace and subject, else the
- * client's address. An unverified token names its own bucket; a forged one is refused by
- * authentication right after (and counts as a failed authentication of its address).
+ * Who the credentials say is calling: the API key's hash, a bearer token's workspace and subject, else
+ * the client's address. Only as true as the credentials: anyone can send a new made-up key, or a
+ * token with made-up claims (someone else's workspace and subject too), on each request. So it is a
+ * rate-limit bucket only for credentials this replica has verified: rateLimitKey.
  */
 export function callerKey(credentials: Credentials, address: string): string {
   if (credentials.apiKey) return `key:${sha256(credentials.apiKey)}`;
-  const bearer = /^Bearer\s+(\S+)$/i.exec(credentials.authorization ?? "")?.[1];
+  const bearer = bearerToken(credentials.authorization);
   if (bearer) {
     try {
       const claims = decodeJwt(bearer);
@@ -91,7 +91,28 @@ export function callerKey(credentials: Credentials, address: string): string {
       // Not a JWT at all: limited as the address it comes from.
     }
   }
-  return `ip:${address}`;
+  return addressKey(address);
+}
+
+const addressKey = (address: string) => `ip:${address}`;
+
+/** What knows, synchronously, whether this replica has verified credentials: the Authenticator. */
+export interface VerifiedCredentials {
+  verified(credentials: Credentials): boolean;
+}
+
+/**
+ * The rate-limit bucket of a request (or a graphql-ws socket's operations), decided before
+ * authentication, so that /graphql and graphql-ws, which authenticate further in, are covered too: the
+ * caller's own (callerKey) once this replica has verified its credentials, else the client's address's,
+ * as for a request without credentials. Credentials not verified yet (their first request here, or
+ * made up) count against their address: made-up ones sent to what does not answer 401 (a body that
+ * does not parse, a route without authentication) would otherwise never be throttled, and a forged
+ * token naming someone else's workspace and subject would spend their requests. A verified caller's
+ * requests do not take from its address's.
+ */
+export function rateLimitKey(credentials: Credentials, address: string, check: VerifiedCredentials): string {
+  return check.verified(credentials) ? callerKey(credentials, address) : addressKey(address);
 }
 
 /**

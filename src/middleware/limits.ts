@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { type CallerLimits, callerKey } from "./caller-limits.js";
+import { type CallerLimits, rateLimitKey, type VerifiedCredentials } from "./caller-limits.js";
 import { credentialsFrom } from "./credentials.js";
 import { refuse } from "./refusal.js";
 
@@ -43,12 +43,13 @@ export const EXEMPT = new Set(["/healthz", "/readyz", "/metrics"]);
 /**
  * 429 with Retry-After once a caller exceeds its rate (limits.ratePerMinute; 0 turns it off); on
  * /graphql a RATE_LIMITED error with retryAfter, as graphql-ws answers an operation past the rate.
+ * The caller: its credentials once `auth` has verified them, else its address (rateLimitKey).
  */
-export function rateLimit(limits: CallerLimits): MiddlewareHandler {
+export function rateLimit(limits: CallerLimits, auth: VerifiedCredentials): MiddlewareHandler {
   if (limits.ratePerMinute === 0) return (_c, next) => next();
   return async (c, next) => {
     if (EXEMPT.has(c.req.path)) return next();
-    const result = limits.request(callerKey(credentialsFrom(c.req.raw.headers), clientAddress(c)));
+    const result = limits.request(rateLimitKey(credentialsFrom(c.req.raw.headers), clientAddress(c), auth));
     if (!result.ok) {
       return refuse(c, {
         status: 429,

@@ -8,7 +8,7 @@ import { waitFor } from "../support/wait.js";
 /**
  * The limits hold over every face: a graphql-ws socket's operations draw on the caller's bucket, the
  * same one its HTTP requests do; and an address whose authentications keep failing (made-up keys,
- * rotated so that no per-key bucket fills) is refused with 429 before the next lookup.
+ * a new one each time) is refused with 429 before the next lookup.
  */
 
 describe("graphql-ws operations count against the caller's rate limit", () => {
@@ -22,6 +22,8 @@ describe("graphql-ws operations count against the caller's rate limit", () => {
 
   it("each subscribe message takes a token: past the limit, RATE_LIMITED with retryAfter, and HTTP shares the bucket", async () => {
     const ws: NewWorkspace = await t.workspace();
+    // Verified here, as by a first request (which would count against the address).
+    await t.app.core.auth.authenticate({ apiKey: ws.apiKey });
     // Two of the six go over HTTP.
     for (let i = 0; i < 2; i++) expect((await t.request("GET", "/v2/listeners", { key: ws.apiKey })).status).toBe(200);
     const client = wsClient(url, ws.apiKey);
@@ -47,6 +49,26 @@ describe("graphql-ws operations count against the caller's rate limit", () => {
     } finally {
       await client.dispose();
     }
+  });
+
+  it("a key first used over graphql-ws: verified as its socket opens, the socket draws on the key's own bucket, not its address's", async () => {
+    const ws: NewWorkspace = await t.workspace();
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const outcomes: string[] = [];
+      for (let i = 0; i < 7; i++) {
+        const op = subscribeWs(client, `{ viewer { id } }`, {});
+        type Errors = { extensions?: { code?: string } }[] | undefined;
+        const errors = await op.done.then(() => op.messages[0]?.errors as Errors, (refused: Errors) => refused);
+        outcomes.push(errors ? errors.map((e) => e.extensions?.code).join() : "ok");
+      }
+      expect(outcomes).toEqual(["ok", "ok", "ok", "ok", "ok", "ok", "RATE_LIMITED"]);
+    } finally {
+      await client.dispose();
+    }
+    // The key's bucket is spent, over HTTP too; its address (the socket's, 127.0.0.1) has all of its own.
+    expect((await t.request("GET", "/v2/listeners", { key: ws.apiKey })).status).toBe(429);
+    expect((await fetch(`${url}/v2/listeners`)).status).toBe(401);
   });
 });
 

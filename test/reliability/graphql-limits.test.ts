@@ -1,6 +1,6 @@
 import { request as httpRequest } from "node:http";
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { type TestApp, type TestResponse, startTestApp } from "../support/app.js";
 
 /**
@@ -32,9 +32,19 @@ describe("past the caller's rate (RATE_LIMIT_PER_MINUTE), and past the body limi
   });
   afterAll(() => t.close());
 
+  /**
+   * A new workspace whose key this replica has verified, as its first request would have: its requests
+   * draw on a bucket of their own (a key not verified yet counts against its address's).
+   */
+  async function verifiedWorkspace() {
+    const ws = await t.workspace();
+    await t.app.core.auth.authenticate({ apiKey: ws.apiKey });
+    return ws;
+  }
+
   /** A new key whose minute's two requests are spent. */
   async function spentKey(): Promise<string> {
-    const ws = await t.workspace();
+    const ws = await verifiedWorkspace();
     for (let i = 0; i < 2; i++) expect((await t.request("GET", "/v2/listeners", { key: ws.apiKey })).status).toBe(200);
     return ws.apiKey;
   }
@@ -94,6 +104,10 @@ describe("past the caller's rate (RATE_LIMIT_PER_MINUTE), and past the body limi
 
   it("answers in the media type yoga answers its own refusals (401) in, for every Accept; keeps 429 where yoga would say 406", async () => {
     const key = await spentKey();
+    // Made-up keys count against their address (rateLimitKey), 2 a minute here: yoga's own answers come
+    // from an app without a rate limit.
+    const unlimited = await startTestApp({ RATE_LIMIT_PER_MINUTE: "0", AUTH_FAILURES_PER_MINUTE: "0", PIPELINE_WORKER: "off" });
+    onTestFinished(() => unlimited.close());
     const accepts = [
       undefined,
       "*/*",
@@ -109,8 +123,8 @@ describe("past the caller's rate (RATE_LIMIT_PER_MINUTE), and past the body limi
     ];
     for (const accept of accepts) {
       const headers: Record<string, string> = accept === undefined ? {} : { accept };
-      // A made-up key has a bucket of its own: yoga answers it, 401.
-      const yoga = await t.request("POST", "/graphql", { key: `dcp_made-up-${randomUUID()}`, body: QUERY, headers });
+      // A made-up key: yoga answers it, 401.
+      const yoga = await unlimited.request("POST", "/graphql", { key: `dcp_made-up-${randomUUID()}`, body: QUERY, headers });
       expect(yoga.status, accept).toBe(401);
       const limited = await t.request("POST", "/graphql", { key, body: QUERY, headers });
       expect(limited.status, accept).toBe(429);
@@ -120,7 +134,7 @@ describe("past the caller's rate (RATE_LIMIT_PER_MINUTE), and past the body limi
       expect(results, accept).toEqual([rateLimited(rateMessage(retryAfter), retryAfter)]);
     }
     // Nothing it can say in that media type: yoga's own errors are 406; a refusal keeps its status, in JSON.
-    const yoga = await t.request("POST", "/graphql", { key: `dcp_made-up-${randomUUID()}`, body: QUERY, headers: { accept: "text/plain" } });
+    const yoga = await unlimited.request("POST", "/graphql", { key: `dcp_made-up-${randomUUID()}`, body: QUERY, headers: { accept: "text/plain" } });
     expect(yoga.status).toBe(406);
     const limited = await t.request("POST", "/graphql", { key, body: QUERY, headers: { accept: "text/plain" } });
     expect(limited.status).toBe(429);
@@ -141,7 +155,7 @@ describe("past the caller's rate (RATE_LIMIT_PER_MINUTE), and past the body limi
   const tooLarge = { errors: [{ message: "Request body too large: the limit is 1024 bytes.", extensions: { code: "REQUEST_ENTITY_TOO_LARGE" } }] };
 
   it("a streamed body over the limit on /graphql: 413 with a REQUEST_ENTITY_TOO_LARGE error", async () => {
-    const ws = await t.workspace();
+    const ws = await verifiedWorkspace();
     const res = await t.request("POST", "/graphql", {
       key: ws.apiKey,
       rawBody: JSON.stringify({ ...QUERY, variables: { pad: "x".repeat(2000) } }),
@@ -154,7 +168,7 @@ describe("past the caller's rate (RATE_LIMIT_PER_MINUTE), and past the body limi
   });
 
   it("a declared Content-Length over the limit on /graphql, over a socket: the same, before the body is read", async () => {
-    const ws = await t.workspace();
+    const ws = await verifiedWorkspace();
     const res = await new Promise<{ status: number; type: string | undefined; text: string }>((resolve, reject) => {
       const req = httpRequest(`${url}/graphql`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": ws.apiKey } }, (r) => {
         let text = "";
@@ -171,7 +185,7 @@ describe("past the caller's rate (RATE_LIMIT_PER_MINUTE), and past the body limi
   });
 
   it("REST keeps its 413 {detail}", async () => {
-    const ws = await t.workspace();
+    const ws = await verifiedWorkspace();
     const res = await t.request("POST", "/v2/listeners", { key: ws.apiKey, rawBody: JSON.stringify({ pad: "x".repeat(2000) }), headers: { "content-type": "application/json" } });
     expect(res.status).toBe(413);
     expect(res.headers.get("content-type")).toBe(REST_JSON);

@@ -1,10 +1,12 @@
 import { request as httpRequest } from "node:http";
-import { SignJWT } from "jose";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { randomUUID } from "node:crypto";
+import { SignJWT, UnsecuredJWT } from "jose";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { TokenBuckets } from "../../src/middleware/caller-limits.js";
 import { TEST_JWT_SECRET, type TestApp, startTestApp } from "../support/app.js";
+import { waitFor } from "../support/wait.js";
 
 const listener = (computeId: string, extra: Record<string, unknown> = {}) => ({
   compute_type: "k8s",
@@ -151,6 +153,8 @@ describe("rate limit", () => {
   it("answers 429 {detail} with Retry-After once a key exceeds its rate, and only for that key", async () => {
     const a = await t.workspace();
     const b = await t.workspace();
+    // Verified here, as by a first request (which counts against the address: see below).
+    for (const ws of [a, b]) await t.app.core.auth.authenticate({ apiKey: ws.apiKey });
     for (let i = 0; i < 5; i++) expect((await t.request("GET", "/v2/listeners", { key: a.apiKey })).status).toBe(200);
     const limited = await t.request("GET", "/v2/listeners", { key: a.apiKey });
     expect(limited.status).toBe(429);
@@ -176,6 +180,8 @@ describe("rate limit", () => {
         .setExpirationTime(exp)
         .sign(new TextEncoder().encode(TEST_JWT_SECRET));
     const tokens = [await token("1h"), await token("2h"), await token("3h")];
+    // Verified here, as by a first request (which counts against the address: see below).
+    for (const jwt of tokens) await t.app.core.auth.authenticate({ authorization: `Bearer ${jwt}` });
     const statuses: number[] = [];
     for (let i = 0; i < 6; i++) {
       const res = await t.request("GET", "/v2/listeners", { headers: { authorization: `Bearer ${tokens[i % 3]}` } });
@@ -194,6 +200,144 @@ describe("rate limit", () => {
     expect(statuses).toEqual([401, 401, 401, 401, 401, 429]);
   });
 
+});
+
+/**
+ * A credential is a caller of its own only once this replica has verified it: until then its requests
+ * count against the client's address, as requests without credentials do. Otherwise a new made-up key
+ * (or token) on each request, to anything that does not answer 401 (a /graphql body that fails to
+ * parse, routes without authentication), would never be throttled. Each test has its own app: its own
+ * buckets for the one address (127.0.0.1) its requests come from.
+ */
+describe("rate limit: credentials this replica has not verified count against the address", () => {
+  let t: TestApp;
+  let url: string;
+  beforeEach(async () => {
+    t = await startTestApp({ RATE_LIMIT_PER_MINUTE: "5", PIPELINE_WORKER: "off" });
+    url = await t.app.start();
+  });
+  afterEach(async () => {
+    await t.close();
+  });
+
+  const madeUpKey = () => `dcp_made-up-${randomUUID()}`;
+  const statusesOf = (responses: Response[]) => responses.map((r) => r.status);
+  /** `n` requests one after another, as `send(i)` makes them: over a socket, so from 127.0.0.1. */
+  async function sequence(n: number, send: (i: number) => Promise<Response>): Promise<Response[]> {
+    const responses: Response[] = [];
+    for (let i = 0; i < n; i++) {
+      const res = await send(i);
+      // Read, so that the connection is free for the next one.
+      await res.arrayBuffer();
+      responses.push(res);
+    }
+    return responses;
+  }
+  const expectRateLimited = (res: Response) => {
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toMatch(/^[1-9]\d*$/);
+  };
+
+  it("POST /graphql with a body that does not parse (400 before authentication) and a new made-up key each time: 429 from the 6th", async () => {
+    // Unterminated JSON: refused (400) before anything authenticates the request.
+    const body = `{"query": "${"x".repeat(64 * 1024)}`;
+    const responses = await sequence(10, () =>
+      fetch(`${url}/graphql`, { method: "POST", headers: { "content-type": "application/json", "x-api-key": madeUpKey() }, body }),
+    );
+    expect(statusesOf(responses)).toEqual([400, 400, 400, 400, 400, 429, 429, 429, 429, 429]);
+    for (const res of responses.slice(5)) expectRateLimited(res);
+  });
+
+  it("a route without authentication (GET /openapi.json) with a new made-up key each time: 429 from the 6th", async () => {
+    const responses = await sequence(10, () => fetch(`${url}/openapi.json`, { headers: { "x-api-key": madeUpKey() } }));
+    expect(statusesOf(responses)).toEqual([200, 200, 200, 200, 200, 429, 429, 429, 429, 429]);
+    for (const res of responses.slice(5)) expectRateLimited(res);
+  });
+
+  it("two real keys from one address each get their own 5 a minute once verified, whatever made-up keys from there spend", async () => {
+    const a = await t.workspace();
+    const b = await t.workspace();
+    const get = (key: string, path = "/v2/listeners") => fetch(`${url}${path}`, { headers: { "x-api-key": key } });
+    // Their first requests verify them: those count against the address (3 of its 5 left).
+    expect(statusesOf(await sequence(1, () => get(a.apiKey)))).toEqual([200]);
+    expect(statusesOf(await sequence(1, () => get(b.apiKey)))).toEqual([200]);
+    // Made-up keys from the same address spend what is left of its tokens, and no more.
+    const madeUp = await sequence(4, () => get(madeUpKey(), "/openapi.json"));
+    expect(statusesOf(madeUp)).toEqual([200, 200, 200, 429]);
+    // Neither real key is starved: each has its own 5, and only its own spending ends them.
+    const first = await sequence(6, () => get(a.apiKey));
+    expect(statusesOf(first)).toEqual([200, 200, 200, 200, 200, 429]);
+    expectRateLimited(first[5]!);
+    const second = await sequence(6, () => get(b.apiKey));
+    expect(statusesOf(second)).toEqual([200, 200, 200, 200, 200, 429]);
+    expectRateLimited(second[5]!);
+  });
+
+  it("bearer tokens that do not verify (unsigned, or signed with another secret; random subjects) are limited by address", async () => {
+    const ws = await t.workspace();
+    const forged = (i: number) => {
+      const claims = { tenant_id: ws.workspaceId, sub: `forged-${randomUUID()}` };
+      if (i % 2) return Promise.resolve(new UnsecuredJWT(claims).setExpirationTime("1h").encode());
+      return new SignJWT(claims).setProtectedHeader({ alg: "HS256" }).setExpirationTime("1h").sign(new TextEncoder().encode(`not-${TEST_JWT_SECRET}`));
+    };
+    const responses = await sequence(10, async (i) => fetch(`${url}/openapi.json`, { headers: { authorization: `Bearer ${await forged(i)}` } }));
+    expect(statusesOf(responses)).toEqual([200, 200, 200, 200, 200, 429, 429, 429, 429, 429]);
+    for (const res of responses.slice(5)) expectRateLimited(res);
+  });
+
+  it("a forged token claiming a real caller's workspace and subject does not spend that caller's requests", async () => {
+    const ws = await t.workspace();
+    const claims = { tenant_id: ws.workspaceId, sub: "ada" };
+    const real = await new SignJWT(claims).setProtectedHeader({ alg: "HS256" }).setExpirationTime("1h").sign(new TextEncoder().encode(TEST_JWT_SECRET));
+    const forged = new UnsecuredJWT(claims).setExpirationTime("1h").encode();
+    // Over app.fetch: from another address than the forger's.
+    expect((await t.request("GET", "/v2/listeners", { headers: { authorization: `Bearer ${real}` } })).status).toBe(200);
+    const forger = await sequence(6, () => fetch(`${url}/openapi.json`, { headers: { authorization: `Bearer ${forged}` } }));
+    expect(statusesOf(forger)).toEqual([200, 200, 200, 200, 200, 429]);
+    // Ada, verified, still has her own five.
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) statuses.push((await t.request("GET", "/v2/listeners", { headers: { authorization: `Bearer ${real}` } })).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+  });
+
+  it("Authenticator.verified: a key looked up here and not revoked, however old its cache entry; a token verified here until its exp", async () => {
+    const auth = t.app.core.auth;
+    const ws = await t.workspace();
+    const { key, summary } = await t.app.core.apiKeys.create({ workspaceId: ws.workspaceId });
+    const later = (ms: number, read: () => boolean) => {
+      const at = Date.now() + ms;
+      const now = vi.spyOn(Date, "now").mockReturnValue(at);
+      try {
+        return read();
+      } finally {
+        now.mockRestore();
+      }
+    };
+    expect(auth.verified({ apiKey: key })).toBe(false);
+    await auth.authenticate({ apiKey: key });
+    expect(auth.verified({ apiKey: key })).toBe(true);
+    // Past the cache's 30 s: still a key verified here (the next authentication reads it again).
+    expect(later(10 * 60_000, () => auth.verified({ apiKey: key }))).toBe(true);
+    expect(auth.verified({ apiKey: madeUpKey() })).toBe(false);
+    await expect(auth.authenticate({ apiKey: madeUpKey() })).rejects.toThrow(/Invalid API key/);
+    // Revoked (told here): no longer.
+    await t.app.core.apiKeys.revoke(summary.id);
+    await waitFor(() => auth.verified({ apiKey: key }), (v) => !v, { what: "the revoked key to be forgotten" });
+
+    const jwt = await new SignJWT({ tenant_id: ws.workspaceId, sub: "ada" })
+      .setProtectedHeader({ alg: "HS256" })
+      .setExpirationTime("1h")
+      .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+    const bearer = { authorization: `Bearer ${jwt}` };
+    expect(auth.verified(bearer)).toBe(false);
+    await auth.authenticate(bearer);
+    expect(auth.verified(bearer)).toBe(true);
+    expect(auth.verified({ authorization: `bearer ${jwt}` })).toBe(true);
+    expect(later(59 * 60_000, () => auth.verified(bearer))).toBe(true);
+    expect(later(61 * 60_000, () => auth.verified(bearer))).toBe(false);
+    expect(auth.verified({ authorization: `Bearer ${jwt}x` })).toBe(false);
+    expect(auth.verified({})).toBe(false);
+  });
 });
 
 describe("TokenBuckets", () => {
