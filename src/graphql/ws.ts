@@ -106,7 +106,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
         const result = operationResult as ExecutionResult | AsyncIterable<ExecutionResult>;
         const { name, type } = operationLabel(args.document, args.operationName);
         const streaming = Symbol.asyncIterator in result;
-        options.metrics?.graphqlOperations.inc({ operation: name, type, outcome: !streaming && result.errors?.length ? "error" : "ok" });
+        options.metrics?.operationExecuted(name, type, !streaming && result.errors?.length ? "error" : "ok");
         if (!streaming || !options.metrics) return undefined;
         return countedOpen(result, options.metrics.subscriptionOpened("websocket"));
       },

@@ -2,6 +2,7 @@ import { runInNewContext } from "node:vm";
 import v8 from "node:v8";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { subscribeWs, wsClient } from "./live.js";
 import { gql } from "./support.js";
 
 // What a stream of requests that differ each time leaves behind in the server must be bounded: a
@@ -46,5 +47,20 @@ describe("what distinct requests leave behind", { timeout: 300_000 }, () => {
     // Every operation is still counted, under its name or (other).
     const total = after.reduce((sum, v) => sum + v.value, 0);
     expect(total).toBeGreaterThanOrEqual(600);
+
+    // graphql-ws operations are labelled the same way (the bound is the replica's, shared).
+    const ws = await t.workspace();
+    const client = wsClient(await t.app.start(), ws.apiKey);
+    try {
+      for (let i = 0; i < 20; i++) {
+        const op = subscribeWs(client, `query Ws${i}x${Date.now()} { __typename }`, {});
+        await op.done;
+      }
+    } finally {
+      await client.dispose();
+    }
+    const labelled = await series();
+    expect(labelled.filter((v) => String(v.labels.operation).startsWith("Ws"))).toEqual([]);
+    expect(labelled.reduce((sum, v) => sum + v.value, 0)).toBeGreaterThanOrEqual(620);
   });
 });
