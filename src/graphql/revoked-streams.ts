@@ -1,6 +1,7 @@
 import type { ExecutionResult } from "graphql";
 import type { Plugin } from "graphql-yoga";
-import { EXPIRED_TOKEN_MESSAGE, keyActor, REVOKED_KEY_MESSAGE, type Tenant, whenExpired } from "../core/auth.js";
+import { keyActor, REVOKED_KEY_MESSAGE, type Tenant } from "../core/auth.js";
+import { EXPIRED_TOKEN_MESSAGE, whenExpired } from "../core/credential-expiry.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import { toGraphQLError } from "./errors.js";

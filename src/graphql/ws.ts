@@ -3,7 +3,8 @@ import { type ExecutionArgs, type ExecutionResult, getOperationAST, GraphQLError
 import { CloseCode } from "graphql-ws";
 import { useServer } from "graphql-ws/use/ws";
 import { type WebSocket, WebSocketServer } from "ws";
-import { EXPIRED_TOKEN_MESSAGE, keyActor, REVOKED_KEY_MESSAGE, type Tenant, whenExpired } from "../core/auth.js";
+import { keyActor, REVOKED_KEY_MESSAGE, type Tenant } from "../core/auth.js";
+import { EXPIRED_TOKEN_MESSAGE, whenExpired } from "../core/credential-expiry.js";
 import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import { unavailableAsCoreError } from "../core/prisma-errors.js";

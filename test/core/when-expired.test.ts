@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { type Tenant, whenExpired } from "../../src/core/auth.js";
+import type { Tenant } from "../../src/core/auth.js";
+import { whenExpired } from "../../src/core/credential-expiry.js";
 
 const tenant = (expiresAt?: number): Tenant => ({ organizationId: "o", workspaceId: "w", actor: "user:u", expiresAt });
 const DAY = 24 * 3600_000;
