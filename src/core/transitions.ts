@@ -14,6 +14,7 @@ import { badRequest, CoreError, notFound } from "./errors.js";
 import { trimRevisionLogs } from "./log-retention.js";
 import { appendLines, statusLine } from "./log-writer.js";
 import { commitThenPublish, type Tx } from "./publish.js";
+import { DELETING } from "./deployment-status.js";
 
 export type { Tx };
 
@@ -75,7 +76,10 @@ export async function transitionInTx(tx: Tx, req: TransitionRequest): Promise<Tr
   if (!found) throw notFound("Revision", req.revisionId);
   // Deployment first, then revision: the same lock order as the worker and revision creation, so a
   // user's interrupt and a pipeline step on one deployment serialise instead of deadlocking.
-  await lockDeployment(tx, found.deploymentId);
+  // Once it is being deleted its revisions move no more (the worker drops its steps before this).
+  if ((await lockDeploymentStatus(tx, found.deploymentId)) === DELETING) {
+    throw badRequest(`Deployment ID ${found.deploymentId} is being deleted.`);
+  }
   const current = await tx.revision.findUnique({ where: { id: req.revisionId } });
   if (!current) throw notFound("Revision", req.revisionId);
   const from = current.status as RevisionStatus;

@@ -154,6 +154,21 @@ describe("the pipeline leaves the revisions of a deployment being deleted alone"
     expect(faults(t, logged)).toEqual([]);
   });
 
+  it("refuses a user's interrupt of a revision whose deployment is being deleted (REST and GraphQL), moving nothing", async () => {
+    const { deployment, revision } = await createDeployment(t, ws.apiKey, { name: "deleting", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } });
+    await leftDeleting(t, deployment.id);
+    const before = await eventLog(t.app.db.prisma, revision.id);
+    const rest = await t.request("POST", `/v2/deployments/${deployment.id}/revisions/${revision.id}/interrupt`, { key: ws.apiKey });
+    expect(rest.status).toBe(400);
+    expect(rest.body).toEqual({ detail: `Deployment ID ${deployment.id} is being deleted.` });
+    const gql = await t.request("POST", "/graphql", {
+      key: ws.apiKey,
+      body: { query: `mutation($id: ID!) { revisionInterrupt(id: $id) { revision { status } userErrors { message } } }`, variables: { id: Buffer.from(`Revision:${revision.id}`).toString("base64") } },
+    });
+    expect(gql.body.data.revisionInterrupt).toEqual({ revision: null, userErrors: [expect.objectContaining({ message: `Deployment ID ${deployment.id} is being deleted.` })] });
+    expect(await eventLog(t.app.db.prisma, revision.id)).toEqual(before);
+  });
+
   it("does not claim the due step of a revision whose deployment is being deleted", async () => {
     const logged = t.guard.logLines.length;
     const { deployment, revision } = await createDeployment(t, ws.apiKey, { name: "doomed", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } });
