@@ -13,6 +13,7 @@ import { useRedactedSecrets } from "./redact.js";
 import { schema } from "./types/index.js";
 import { useCompiledQueries } from "./jit.js";
 import { useComplexityLimit } from "./complexity-limit.js";
+import { useUnconditionalSubscriptionRoots } from "./subscription-root.js";
 import { jsonBytes } from "./answer-bytes.js";
 import { useAuthenticationFirst } from "./authenticate.js";
 import { useEndedOnRevocation } from "./revoked-streams.js";
@@ -117,6 +118,8 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
         costLimit: { enabled: false },
         blockFieldSuggestion: { enabled: options.production },
       }),
+      // Before the standard rules, one of which throws on what this refuses.
+      useUnconditionalSubscriptionRoots(),
       useComplexityLimit(LIMITS.complexity),
       useCompiledQueries(),
       useObservedOperations(options.metrics ?? null),

@@ -157,8 +157,16 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           // A live subscription keeps its arguments: it need not keep the envelope as well.
           rootValue: getOperationAST(document, payload.operationName)?.operation === "subscription" ? undefined : { execute },
         };
-        const errors = validate(args.schema, args.document);
-        return errors.length > 0 ? errors : args;
+        let errors: readonly GraphQLError[];
+        try {
+          errors = validate(args.schema, args.document);
+        } catch (err) {
+          // A rule that throws on a client's document (graphql-js 16 has one, see subscription-root.ts):
+          // that operation's error, not the socket's end (4500).
+          if (err instanceof GraphQLError) return [err];
+          throw err;
+        }
+        return errors.length > 0 ? [...errors] : args;
       },
     },
     wss,

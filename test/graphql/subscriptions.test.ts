@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
-import { subscribeSse, subscribeWs, wsClient } from "./live.js";
+import { endOf, subscribeSse, subscribeWs, wsClient } from "./live.js";
 import { createDeployment, gqlOk, restId } from "./support.js";
 import { waitFor } from "../support/wait.js";
 
@@ -188,6 +188,51 @@ describe("a deployment being deleted", () => {
       await client.dispose();
       t.app.worker!.start();
     }
+  });
+});
+
+describe("a subscription whose root field is under @skip or @include", () => {
+  const HEALTHY = `subscription($id: ID!) { deploymentStatusChanged(deploymentId: $id) { status } }`;
+  const SKIPPED = `subscription($id: ID!) { deploymentStatusChanged(deploymentId: $id) @skip(if: true) { status } }`;
+  const VARIABLE = `subscription($id: ID!, $on: Boolean!) { deploymentStatusChanged(deploymentId: $id) @include(if: $on) { status } }`;
+  const IN_FRAGMENT = `subscription S($id: ID!) { ...F } fragment F on Subscription { deploymentStatusChanged(deploymentId: $id) @include(if: true) { status } }`;
+  const refusal = (name: string) =>
+    expect.objectContaining({ message: `Subscription "${name}" must not use @skip or @include directives in the top level selection.` });
+
+  it("is refused as invalid, that operation only: over graphql-ws the socket and its other subscriptions go on; over SSE an error answer; no fault logged", async () => {
+    const d = await createDeployment(t, ws.apiKey);
+    const faults = () => t.guard.logLines.filter((line) => /"level":(50|60)/.test(line)).length;
+    const before = faults();
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const healthy = subscribeWs(client, HEALTHY, { id: d.id });
+      await waitFor(() => healthy.messages.length, (n) => n >= 1, { what: "the healthy subscription's current status" });
+      for (const [query, variables, name] of [
+        [SKIPPED, { id: d.id }, "(anonymous)"],
+        [VARIABLE, { id: d.id, on: true }, "(anonymous)"],
+        [IN_FRAGMENT, { id: d.id }, "S"],
+      ] as const) {
+        const refused = subscribeWs(client, query, variables);
+        expect(await endOf(refused.done, "the refusal")).toEqual({ errors: [refusal(name)] });
+      }
+      // The socket is open: another operation on it runs, and the healthy subscription is still live.
+      const after = subscribeWs(client, `{ viewer { uuid } }`, {});
+      expect(await endOf(after.done, "a query after the refusals")).toBe("completed");
+      let ended = false;
+      void healthy.done.finally(() => (ended = true));
+      await Promise.resolve();
+      expect(ended).toBe(false);
+      healthy.dispose();
+    } finally {
+      await client.dispose();
+    }
+    for (const [query, variables] of [[SKIPPED, { id: d.id }], [VARIABLE, { id: d.id, on: true }]] as const) {
+      const sse = subscribeSse(t, ws.apiKey, query, variables);
+      await sse.done;
+      expect(sse.status()).toBeLessThan(500);
+      expect(sse.messages.at(-1)).toEqual({ errors: [refusal("(anonymous)")] });
+    }
+    expect(faults()).toBe(before);
   });
 });
 
