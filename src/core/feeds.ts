@@ -236,9 +236,16 @@ export abstract class Feed<T, J = void> {
     return channel;
   }
 
-  /** What a subscriber joining now receives first: by default `current`, the last state published. */
+  /**
+   * What a subscriber joining now receives first: by default `current`, the last state published, as
+   * an object of its own. Subscribers of one event share its execution (graphql/shared-execution.ts,
+   * by the event object): a copy has its first message executed for it now, showing what changed since
+   * `current` was published that its feed is not told of (its deployment's settings, say).
+   */
   protected greet(channel: Channel<T>, _options: J): void {
-    if (this.current !== undefined) channel.push(this.current);
+    const current = this.current;
+    if (current === undefined) return;
+    channel.push(typeof current === "object" && current !== null ? ({ ...current } as T) : current);
   }
 
   /** Sends a change to every subscriber; `remember` makes it what later subscribers start from. */

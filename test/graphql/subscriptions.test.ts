@@ -78,6 +78,30 @@ describe("revisionStatusChanged", () => {
     expect(statuses(sse.messages)).toEqual(FULL_RUN);
   });
 
+  it("executes a later subscriber's first message for it: what changed since the first subscriber joined shows", async () => {
+    await t.app.worker!.stop();
+    const d = await createDeployment(t, ws.apiKey);
+    const query = /* GraphQL */ `subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status revision { deployment { shareable } } } }`;
+    const shareable = (m: { data?: any }) => m.data.revisionStatusChanged.revision.deployment.shareable;
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const first = subscribeWs(client, query, { id: d.revisionId });
+      await waitFor(() => first.messages.length, (n) => n === 1, { what: "the first subscriber's current status" });
+      expect(shareable(first.messages[0]!)).toBe(false);
+      // A change the revision's feed is not told of (no status changes).
+      await gqlOk(t, ws.apiKey, `mutation($id: ID!) { deploymentUpdate(id: $id, input: { shareable: true }) { userErrors { message } } }`, { id: d.id });
+      const later = subscribeWs(client, query, { id: d.revisionId });
+      await waitFor(() => later.messages.length, (n) => n === 1, { what: "the later subscriber's current status" });
+      expect(later.messages[0]!.data.revisionStatusChanged.status).toBe("CREATING");
+      expect(shareable(later.messages[0]!)).toBe(true);
+      first.dispose();
+      later.dispose();
+    } finally {
+      await client.dispose();
+      t.app.worker!.start();
+    }
+  });
+
   it("starts from the current status of a revision already under way, and completes at once on a finished one", async () => {
     await t.app.worker!.stop();
     const d = await createDeployment(t, ws.apiKey);
