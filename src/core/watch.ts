@@ -280,14 +280,16 @@ class DeploymentRevisionsFeed extends ObjectFeed<DeploymentRevisionChange> {
       return;
     }
     this.changed = false;
-    // Who is subscribed now: a later subscriber sees only later changes.
-    const audience = this.audience();
     for (;;) {
       const [[deployment], entries] = await Promise.all([
         this.batch.deploymentsByIds(this.tenant, [this.id]),
         this.batch.deploymentEntriesSince(this.tenant, this.id, this.lastId, ENTRIES_BATCH),
       ]);
       if (!deployment) return this.finish();
+      // Who is subscribed once the read is back: a subscriber that joined while it ran is told what it
+      // found. Some of that may have landed just before it joined (told, as it were, twice), but a
+      // change made after it joined is never skipped (lastId moves past every entry read).
+      const audience = this.audience();
       for (const entry of entries) {
         this.lastId = entry.eventId;
         // A new revision is told twice, as before: created, then its first status.

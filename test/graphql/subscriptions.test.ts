@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { BatchReads } from "../../src/core/batch-reads.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
 import { endOf, subscribeSse, subscribeWs, wsClient } from "./live.js";
@@ -25,6 +26,11 @@ beforeAll(async () => {
   ws = await t.workspace();
 });
 afterAll(() => t.close());
+
+/** graphql-ws subscriptions open on the server (counted once their stream is in place). */
+const openOverWs = async () => (await t.app.metrics.subscriptionsOpen.get()).values.find((v) => v.labels.transport === "websocket")?.value ?? 0;
+/** Once those of earlier tests have all closed (their sockets close after the test): none open. */
+const noneOpenOverWs = () => waitFor(openOverWs, (n) => n === 0, { what: "earlier tests' subscriptions closed" });
 
 const statuses = (messages: { data?: any }[]) => messages.map((m) => m.data?.revisionStatusChanged?.status);
 
@@ -130,9 +136,10 @@ describe("deploymentRevisionsChanged", () => {
     const d = await createDeployment(t, ws.apiKey);
     const client = wsClient(url, ws.apiKey);
     try {
+      await noneOpenOverWs();
       const sub = subscribeWs(client, DEPLOYMENT_REVISIONS, { id: d.id });
-      // Nothing is sent until something changes; give the subscription a moment to be in place.
-      await new Promise((r) => setTimeout(r, 200));
+      // Nothing is sent until something changes: wait for the subscription to be in place.
+      await waitFor(openOverWs, (n) => n === 1, { what: "the subscription in place" });
       const created = await gqlOk(t, ws.apiKey, `mutation($d: ID!) { revisionCreate(deploymentId: $d, input: {}) { revision { id } } }`, { d: d.id });
       const second = created.revisionCreate.revision.id as string;
       t.app.worker!.start();
@@ -146,6 +153,49 @@ describe("deploymentRevisionsChanged", () => {
       expect(all.filter((c) => c.revision.id === second && c.kind === "STATUS_CHANGED").length).toBeGreaterThanOrEqual(FULL_RUN.length - 2);
     } finally {
       await client.dispose();
+    }
+  });
+});
+
+describe("deploymentRevisionsChanged, a subscriber joining while the feed reads", () => {
+  it("is told what that read finds: a change made after it joined is never missed", { timeout: 90_000 }, async () => {
+    await t.app.worker!.stop();
+    const d = await createDeployment(t, ws.apiKey);
+    const client = wsClient(url, ws.apiKey);
+    // The feed's read of the deployment's new entries is held until released (once).
+    let arrived = false;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const original = BatchReads.prototype.deploymentEntriesSince;
+    const read = vi.spyOn(BatchReads.prototype, "deploymentEntriesSince").mockImplementationOnce(async function (this: BatchReads, ...args) {
+      arrived = true;
+      await released;
+      return original.apply(this, args);
+    });
+    try {
+      await noneOpenOverWs();
+      const first = subscribeWs(client, DEPLOYMENT_REVISIONS, { id: d.id });
+      await waitFor(openOverWs, (n) => n === 1, { what: "the first subscriber in place" });
+      // A change: the feed steps, and its read is held.
+      expect((await t.request("POST", `/v2/deployments/${restId(d.id)}/revisions/${restId(d.revisionId)}/interrupt`, { key: ws.apiKey })).status).toBe(200);
+      await waitFor(() => arrived, Boolean, { what: "the feed's read" });
+      const later = subscribeWs(client, DEPLOYMENT_REVISIONS, { id: d.id });
+      await waitFor(openOverWs, (n) => n === 2, { what: "the later subscriber in place" });
+      // Made after the later subscriber joined, and found by the read under way.
+      const created = await gqlOk(t, ws.apiKey, `mutation($d: ID!) { revisionCreate(deploymentId: $d, input: {}) { revision { id } } }`, { d: d.id });
+      const second = created.revisionCreate.revision.id as string;
+      release();
+      const createdSecond = (sub: { messages: { data?: any }[] }) =>
+        sub.messages.some((m) => m.data.deploymentRevisionsChanged.kind === "CREATED" && m.data.deploymentRevisionsChanged.revision.id === second);
+      await waitFor(() => createdSecond(first), Boolean, { what: "the first subscriber told of the new revision" });
+      await waitFor(() => createdSecond(later), Boolean, { what: "the later subscriber told of the new revision" });
+      first.dispose();
+      later.dispose();
+    } finally {
+      read.mockRestore();
+      release();
+      await client.dispose();
+      t.app.worker!.start();
     }
   });
 });
