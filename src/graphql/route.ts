@@ -11,6 +11,16 @@ const graphqlRefusal = (description: string, headers?: Record<string, string>) =
 /**
  * /graphql over HTTP (GET, POST, and CORS preflights): yoga answers, its whole answers sent as bytes
  * (wholeAnswer). Described for the REST reference, which lists it with the answers it may give.
+ *
+ * yoga's handleRequest, not its fetch: fetch rejects as soon as the request's signal aborts (the
+ * client went away) and drops whatever yoga answers after that. An SSE subscription's answer holds
+ * the subscription (its feed re-reading the object, bus subscriptions, a ping timer) until its body
+ * is cancelled: dropped, it was never cancelled, and lived for ever. Here every answer reaches
+ * @hono/node-server, which cancels a stream's body once the connection has closed, whether it closed
+ * before the stream started or after. A query or mutation whose client left runs to its end (nothing
+ * cancels it, through either); its answer is written to the closed socket, which discards it, and
+ * its access line tells yoga's status. Reading no signal also spares @hono/node-server an
+ * AbortController per request.
  */
 export function graphqlRoute(graphql: GraphQLServer) {
   const route = new Hono<ObservedEnv>();
@@ -36,7 +46,7 @@ export function graphqlRoute(graphql: GraphQLServer) {
       },
       async (c) => {
         const answerBytes: AnswerSink = { bytes: null };
-        return wholeAnswer(await graphql.fetch(c.req.raw, { record: c.get("record"), answerBytes }), answerBytes);
+        return wholeAnswer(await graphql.handleRequest(c.req.raw, { record: c.get("record"), answerBytes }), answerBytes);
       },
     ),
   );
