@@ -70,7 +70,7 @@ export class BuildInputs {
       const upload = await this.uploads.open(revision, path);
       if (!upload.ok) return { ok: false, message: `Build failed: source_tarball_path '${path}' cannot be read: ${upload.reason}.` };
       log.info(`Opening the uploaded source ${path} (${upload.sizeBytes} bytes, sha256 ${upload.sha256})`);
-      const found = await inspectTarball(upload.body, configPath);
+      const found = await inspectTarball(upload.body, configPath, signal);
       if (found.report?.file_count !== undefined) logFiles(log, found.report);
       if (found.ok) {
         const graphs = Object.entries(found.report.graphs).map(([name, where]) => `${name} (${where})`);

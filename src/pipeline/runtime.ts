@@ -51,7 +51,8 @@ export interface BuildFindings {
 /**
  * Does the work of pipeline steps. The worker owns ordering, leases and transitions; a runtime only
  * performs one step of one revision and reports how it went. A runtime that throws has the step
- * retried later (a fault of the runtime, not of the revision).
+ * retried later (a fault of the runtime, not of the revision); one that keeps throwing, other than
+ * a lost database or a conflict, fails the revision after WorkerOptions.giveUpAfter times in a row.
  */
 export interface Runtime {
   readonly name: string;

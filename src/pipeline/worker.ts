@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { CoreDeps } from "../core/context.js";
+import { isDatabaseUnavailable } from "../core/prisma-errors.js";
 import { DELETE_GRACE_MS, DELETE_SWEEP_EVERY_MS, DeletionSweeper } from "../core/deletion-sweep.js";
 import { LogSweeper } from "../core/log-retention.js";
 import { logKindOf, LogWriter, type StepLog } from "../core/log-writer.js";
@@ -21,8 +22,17 @@ export interface WorkerOptions {
   concurrency: number;
   /** A queued revision behind another one looks again after this long (a finishing one wakes it sooner). */
   queuedRecheckMs: number;
-  /** A step whose runtime or database call failed unexpectedly is retried after this long. */
+  /**
+   * A step whose runtime or database call failed unexpectedly is retried after this long; after
+   * twice that when it fails again in a row on an error that is not transient, and so on.
+   */
   retryMs: number;
+  /**
+   * A step that failed this many times in a row on an internal error that is not transient (not a
+   * lost database, a deadlock or a conflict) fails its revision, with a generic status_message,
+   * instead of being retried for ever (a value the database refuses, a fault of the code).
+   */
+  giveUpAfter: number;
   /** Lease owner name; unique per worker. */
   owner: string;
   /**
@@ -48,6 +58,7 @@ export const defaultWorkerOptions = (): WorkerOptions => ({
   concurrency: 16,
   queuedRecheckMs: 5_000,
   retryMs: 1_000,
+  giveUpAfter: 5,
   owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
   awaitSourceMs: 60 * 60_000,
   logRetentionMs: 30 * 24 * 3_600_000,
@@ -80,6 +91,8 @@ export class PipelineWorker {
   private readonly sweeper: LogSweeper;
   private readonly deletions: DeletionSweeper;
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  /** Revisions whose step this worker saw fail in a row on an internal error that is not transient: status and count. */
+  private readonly failures = new Map<string, { status: string; count: number }>();
   private running = false;
   private loopDone: Promise<void> | null = null;
   private wakeUp: (() => void) | null = null;
@@ -210,6 +223,7 @@ export class PipelineWorker {
     let stepLog: StepLog | null = null;
     const started = performance.now();
     let outcomeLabel = "error";
+    let failed = false;
     try {
       if (!transition(revision.status as RevisionStatus, "advance", routeFor(revision.source)).ok) {
         // Nothing for a runtime to do; retrying would spin. Counted with the dropped steps.
@@ -233,17 +247,60 @@ export class PipelineWorker {
       outcomeLabel = outcome.ok ? "ok" : "failed";
       this.count(result);
     } catch (err) {
+      failed = true;
       stepLog?.abandon();
       if (signal.aborted || this.silenced) return;
       this.stats.errors++;
+      const inARow = this.failedInARow(revision, err);
+      if (inARow >= this.options.giveUpAfter && (await this.giveUp(revision, err, inARow))) return;
       this.logger.warn({ err, ...log }, "pipeline: step failed unexpectedly; retrying later");
       // The reason stays in the service's own log: it may name internals.
       if (stepLog) await this.logs.append(revision, [{ kind: stepLog.kind, level: "WARNING", message: "This step stopped on an internal error; it runs again shortly" }]);
-      await this.leases.release(revision.id, this.options.retryMs).catch(() => {});
+      // Again later, and later each time in a row (retryMs, twice that, four times… up to 64 times):
+      // the step gives up only after some half a minute of retries at the defaults.
+      const delay = this.options.retryMs * 2 ** Math.min(Math.max(inARow - 1, 0), 6);
+      await this.leases.release(revision.id, delay).catch(() => {});
     } finally {
       clearInterval(renew);
+      // A step that ended (or was dropped) starts the count again; an aborted one says nothing.
+      if (!failed && !signal.aborted) this.failures.delete(revision.id);
       // Only the steps that ran (not those gated, parked or abandoned): outcome ok, failed or error.
       if (stepLog && !signal.aborted) this.options.onStep?.(revision.status, outcomeLabel, (performance.now() - started) / 1000);
+    }
+  }
+
+  /**
+   * How many times in a row this step of the revision has now failed on an internal error that is
+   * not transient; 0 for a transient one (a lost database, a deadlock: it says nothing of the step),
+   * which leaves the count as it was.
+   */
+  private failedInARow(revision: Revision, err: unknown): number {
+    if (isTransient(err)) return 0;
+    const last = this.failures.get(revision.id);
+    const count = last && last.status === revision.status ? last.count + 1 : 1;
+    this.failures.delete(revision.id);
+    // Bounded: a revision another worker took over may never come back to this one.
+    if (this.failures.size >= MAX_COUNTED_FAILURES) this.failures.delete(this.failures.keys().next().value!);
+    this.failures.set(revision.id, { status: revision.status, count });
+    return count;
+  }
+
+  /**
+   * The revision fails, saying only that an internal error stopped it (the reason, which may name
+   * internals, goes to the service's log). False when that could not be written either: the step
+   * is retried as before.
+   */
+  private async giveUp(revision: Revision, err: unknown, inARow: number): Promise<boolean> {
+    const log = { revision_id: revision.id, status: revision.status, failures: inARow };
+    this.logger.error({ err, ...log }, "pipeline: step failed on an internal error too many times in a row; failing its revision");
+    try {
+      const message = `This step stopped on an internal error ${inARow} times in a row, so the revision was given up. Create a new revision to try again.`;
+      this.count(await this.steps.commit(revision, { ok: false, message }));
+      this.failures.delete(revision.id);
+      return true;
+    } catch (failure) {
+      this.logger.warn({ err: failure, ...log }, "pipeline: could not fail the revision of a step that keeps failing; retrying later");
+      return false;
     }
   }
 
@@ -289,4 +346,24 @@ export class PipelineWorker {
   private wake() {
     this.wakeUp?.();
   }
+}
+
+/** How many revisions' failures in a row a worker keeps count of at most (the oldest count is forgotten). */
+const MAX_COUNTED_FAILURES = 1_000;
+
+/** SQLSTATEs (and Prisma's, the driver adapter's names) of a failure a retry gets past: a conflict, a deadlock, a wait cut short. */
+const TRANSIENT_CODES = new Set(["40001", "40P01", "55P03", "57014", "P2034", "TransactionWriteConflict"]);
+
+/**
+ * Whether an error says nothing about the step itself: the database was lost (isDatabaseUnavailable),
+ * or the write met another's (serialization failure, deadlock, lock or statement timeout). Looks at
+ * the error's code, the driver adapter error and causes, as isDatabaseUnavailable does.
+ */
+function isTransient(err: unknown, depth = 0): boolean {
+  if (depth === 0 && isDatabaseUnavailable(err)) return true;
+  if (typeof err !== "object" || err === null || depth > 5) return false;
+  const e = err as Record<string, unknown>;
+  for (const code of [e.code, e.originalCode, e.kind]) if (typeof code === "string" && TRANSIENT_CODES.has(code)) return true;
+  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
+  return isTransient(e.cause, depth + 1) || isTransient(meta?.driverAdapterError, depth + 1);
 }

@@ -1,9 +1,13 @@
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BlobStore } from "../../src/core/blobs/types.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
-import { startTestApp, type TestApp } from "../support/app.js";
+import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
+import { tarOf } from "../support/registry.js";
 import { uploadSource } from "../support/uploads.js";
 import { waitFor } from "../support/wait.js";
+import { startPipelineApp } from "./support.js";
 
 /**
  * The build step for real: a revision with nothing to build waits to be superseded (or fails), and
@@ -110,6 +114,8 @@ describe("the build step of an uploaded tarball", () => {
     ["a configuration with no graphs", { "langgraph.json": '{"graphs": {}}' }, "langgraph.json names no graphs"],
     ["a graph with no place", { "langgraph.json": '{"graphs": {"a": 1}}' }, "langgraph.json names graph 'a' without saying where it is"],
     ["a configuration that is elsewhere", { "src/langgraph.json": '{"graphs": {"a": "./a.py:g"}}' }, "langgraph.json is not in it (1 files)"],
+    // Text PostgreSQL cannot store (jsonb refuses \u0000): the build fails, it is not retried for ever.
+    ["a graph name with a NUL", { "langgraph.json": '{"graphs": {"agent\\u0000": "./agent.py:graph"}}', "agent.py": "graph = None\n" }, "langgraph.json names a graph whose name is not valid text: it holds a NUL (\\u0000) character"],
   ] as const) {
     it(`fails with BUILD_FAILED naming the file: ${what}`, async () => {
       const { path, deploymentId, done } = await buildFrom(files);
@@ -139,5 +145,145 @@ describe("the build step of an uploaded tarball", () => {
         `Build failed: source_tarball_path '${path}' cannot be read: no upload of this deployment has that path (POST /v2/deployments/{deployment_id}/upload-url gives one).`,
       );
     }
+  });
+});
+
+/**
+ * Reading an upload can fail midway (PostgreSQL keeps it as 1 MiB chunk rows, one query each; a
+ * connection may drop between two). Makes the next read of a chunk after the first fail once with
+ * `fault`, or (with `hold`) wait until the test lets it go: on the database store by its queries, on
+ * the folder store by its stream.
+ */
+function faultyChunks(app: TestApp["app"], options: { fault?: Error; hold?: boolean }) {
+  const blobs = (app.core.uploads as unknown as { blobs: BlobStore & { prisma?: object } }).blobs;
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const state = { failed: 0, held: 0, open };
+  /** What happens to a chunk read after the first: once, a fault or a wait. */
+  const beforeLaterChunk = async () => {
+    if (options.fault && state.failed === 0) {
+      state.failed++;
+      throw options.fault;
+    }
+    if (options.hold && state.held === 0) {
+      state.held++;
+      await gate;
+    }
+  };
+  if (blobs.kind === "database") {
+    const prisma = blobs.prisma!;
+    blobs.prisma = new Proxy(prisma, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (prop !== "sourceUploadChunk") return value;
+        const chunks = value as { findUnique(args: { where: { objectPath_seq: { seq: number } } }): Promise<unknown> };
+        return new Proxy(chunks, {
+          get(delegate, name, r) {
+            if (name !== "findUnique") return Reflect.get(delegate, name, r);
+            return async (args: { where: { objectPath_seq: { seq: number } } }) => {
+              if (args.where.objectPath_seq.seq >= 1) await beforeLaterChunk();
+              return chunks.findUnique(args);
+            };
+          },
+        });
+      },
+    });
+  } else {
+    const read = blobs.read.bind(blobs);
+    blobs.read = async (path) => {
+      const body = await read(path);
+      if (!body) return body;
+      return (async function* () {
+        let n = 0;
+        for await (const chunk of body) {
+          if (n++ >= 1) await beforeLaterChunk();
+          yield chunk;
+        }
+      })();
+    };
+  }
+  return state;
+}
+
+describe("the build step, when reading the upload fails or stalls midway", () => {
+  let app: TestApp;
+  let key: string;
+  const uncaught: unknown[] = [];
+  const onUncaught = (err: unknown) => void uncaught.push(err);
+
+  beforeAll(async () => {
+    process.on("uncaughtException", onUncaught);
+    process.on("unhandledRejection", onUncaught);
+    app = await startPipelineApp({ PIPELINE_STEP_MS: "20", RATE_LIMIT_PER_MINUTE: "0" }, await createTestDatabase(), { pollMs: 10, leaseMs: 600, retryMs: 50 });
+    key = (await app.workspace()).apiKey;
+  });
+  afterAll(async () => {
+    try {
+      // A stuck step would hold the app's stop (and a SIGTERM shutdown) for ever.
+      await app.close();
+    } finally {
+      process.off("uncaughtException", onUncaught);
+      process.off("unhandledRejection", onUncaught);
+    }
+    expect(uncaught).toEqual([]);
+  });
+
+  const get = (id: string, rid: string): Promise<RevisionBody> => app.request("GET", `/v2/deployments/${id}/revisions/${rid}`, { key }).then((r) => r.body);
+
+  /** A deployment with an upload of more than one chunk, and the revision that builds it. */
+  async function uploaded() {
+    const created = await app.request("POST", "/v2/deployments", {
+      key,
+      body: { name: `f-${randomUUID().slice(0, 8)}`, source: "internal_source", source_config: { deployment_type: "dev" }, source_revision_config: {} },
+    });
+    expect(created.status, created.text).toBe(201);
+    const id = created.body.id as string;
+    // About 1.5 MB that does not compress: two chunk rows on PostgreSQL, many reads from a file.
+    const tarball = gzipSync(await tarOf({ "langgraph.json": '{"graphs": {"agent": "./agent.py:graph"}}', "agent.py": "graph = None\n", "data.bin": randomBytes(1_500_000) }));
+    const path = await uploadSource(app, key, id, tarball);
+    return { id, path };
+  }
+
+  const build = async (id: string, path: string): Promise<string> => {
+    const patched = await app.request("PATCH", `/v2/deployments/${id}`, {
+      key,
+      body: { revision_source: "internal_source", source_revision_config: { source_tarball_path: path, framework_config_path: "langgraph.json" } },
+    });
+    expect(patched.status, patched.text).toBe(200);
+    return patched.body.latest_revision_id as string;
+  };
+
+  it("is an internal error: the step runs again and the revision deploys, with nothing uncaught", async () => {
+    const { id, path } = await uploaded();
+    const faults = faultyChunks(app.app, { fault: new Error("Connection terminated unexpectedly") });
+    const rid = await build(id, path);
+    const done = await waitFor(() => get(id, rid), finished, { what: "the revision to finish" });
+    expect(faults.failed).toBe(1);
+    expect(done.status).toBe("DEPLOYED");
+    // The step said it stopped on an internal error, and not why (that is in the service's log).
+    const logs = await app.request("POST", `/v1/projects/${id}/revisions/${rid}/build_logs`, { key, body: { order: "asc", limit: 100 } });
+    expect(logs.body.logs).toEqual(expect.arrayContaining([expect.objectContaining({ level: "WARNING", message: "This step stopped on an internal error; it runs again shortly" })]));
+    expect(JSON.stringify(logs.body)).not.toContain("Connection terminated");
+    expect(app.app.worker!.busy).toBe(0);
+    expect(uncaught).toEqual([]);
+  });
+
+  it("is handed on at once when the worker stops while a read is pending; it continues once started again", async () => {
+    const { id, path } = await uploaded();
+    const stall = faultyChunks(app.app, { hold: true });
+    const rid = await build(id, path);
+    try {
+      await waitFor(() => stall.held, (n) => n === 1, { what: "a pending read of the upload" });
+      // The read is still pending; stopping aborts the step and gives its lease back without waiting for it.
+      await app.app.worker!.stop();
+      const [row] = await app.app.db.sql.query<{ status: string; lease_owner: string | null }>(`SELECT status, lease_owner FROM revisions WHERE id = $1`, [rid]);
+      expect(row).toEqual({ status: "BUILDING", lease_owner: null });
+      expect(app.app.worker!.busy).toBe(0);
+    } finally {
+      stall.open();
+    }
+    app.app.worker!.start();
+    expect((await waitFor(() => get(id, rid), finished, { what: "the revision to finish" })).status).toBe("DEPLOYED");
+    expect(uncaught).toEqual([]);
   });
 });

@@ -2,7 +2,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { applyTransition } from "../../src/core/transitions.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { type DomainEvent, topics } from "../../src/events/types.js";
-import type { Runtime } from "../../src/pipeline/runtime.js";
+import type { RevisionStatus } from "../../src/core/revision-machine.js";
+import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
 import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
 import { PipelineWorker, type WorkerOptions } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";
@@ -313,4 +314,78 @@ describe("pipeline worker", () => {
     for (const r of revisions) await until(r.id, (s) => TERMINAL.includes(s), 45_000);
     for (const r of revisions) expect(await eventLog(prisma(), r.id)).toEqual(MANAGED_LOG);
   }, 60_000);
+});
+
+/**
+ * A runtime whose steps of one revision out of a status go as `steps[status](attempt)` says
+ * (attempt: how many times that step was asked for, from 1): an outcome, or an error it throws.
+ * The other steps, and every step of other revisions, go well at once.
+ */
+class ScriptedRuntime implements Runtime {
+  readonly name = "scripted";
+  readonly attempts = new Map<string, number>();
+  constructor(
+    private readonly revisionId: string,
+    private readonly steps: Partial<Record<RevisionStatus, (attempt: number) => StepOutcome | Error>>,
+  ) {}
+
+  async perform({ revision, status }: StepRequest): Promise<StepOutcome> {
+    if (revision.id !== this.revisionId) return { ok: true };
+    const attempt = (this.attempts.get(status) ?? 0) + 1;
+    this.attempts.set(status, attempt);
+    const result = this.steps[status]?.(attempt) ?? { ok: true };
+    if (result instanceof Error) throw result;
+    return result;
+  }
+}
+
+describe("pipeline worker, when a step keeps failing on an internal error", () => {
+  const GIVEN_UP = "This step stopped on an internal error 5 times in a row, so the revision was given up. Create a new revision to try again.";
+  const RETRIED = "This step stopped on an internal error; it runs again shortly";
+  const lines = (revisionId: string) => prisma().revisionLog.findMany({ where: { revisionId }, orderBy: { id: "asc" } });
+
+  it("fails its revision after 5 failures in a row that are not transient (a value the database refuses), saying nothing of the error", async () => {
+    // Findings PostgreSQL cannot store (jsonb refuses \u0000, SQLSTATE 22P05): the commit fails the same way every time.
+    const { deployment: dep, revision: rev } = await deploy();
+    const runtime = new ScriptedRuntime(rev.id, { BUILDING: () => ({ ok: true, findings: { report: { source: { graphs: { "agent\u0000": "./agent.py:graph" } } } } }) });
+    const w = worker(runtime, { retryMs: 10 });
+    await until(rev.id, (s) => TERMINAL.includes(s));
+    const failed = await prisma().revision.findUniqueOrThrow({ where: { id: rev.id } });
+    expect(failed).toMatchObject({ status: "BUILD_FAILED", statusMessage: GIVEN_UP, buildReport: null, nextStepAt: null, leaseOwner: null });
+    expect(runtime.attempts.get("BUILDING")).toBe(5);
+    expect(w.stats.errors).toBe(5);
+    expect((await eventLog(prisma(), rev.id)).at(-1)).toBe("BUILDING>BUILD_FAILED");
+    // Four times "runs again", then the failure; the database's error stays in the service's log.
+    const log = await lines(rev.id);
+    expect(log.filter((l) => l.message === RETRIED)).toHaveLength(4);
+    expect(log.at(-1)).toMatchObject({ level: "ERROR", message: `[BUILD_FAILED] ${GIVEN_UP}` });
+    expect(log.filter((l) => /unicode|22P05|\\u0000/i.test(l.message))).toEqual([]);
+    expect(t.guard.logLines.some((l) => l.includes(rev.id) && l.includes("failing its revision"))).toBe(true);
+    // The deployment is not held up: its next revision deploys.
+    const next = await revise(dep.id);
+    await until(next.id, "DEPLOYED");
+  });
+
+  it("does not count transient errors (a lost database, a write conflict): the step is retried for as long as they last", async () => {
+    const lost = () => new Error("Connection terminated unexpectedly");
+    const conflict = () => Object.assign(new Error("Transaction failed due to a write conflict or a deadlock"), { code: "P2034" });
+    const { revision: rev } = await deploy();
+    const runtime = new ScriptedRuntime(rev.id, { DEPLOYING: (n) => (n > 8 ? { ok: true } : n % 2 === 0 ? lost() : conflict()) });
+    const w = worker(runtime, { retryMs: 10 });
+    await until(rev.id, (s) => TERMINAL.includes(s));
+    expect(await statusOf(rev.id)).toBe("DEPLOYED");
+    expect(runtime.attempts.get("DEPLOYING")).toBe(9);
+    expect(w.stats.errors).toBe(8);
+  });
+
+  it("counts the failures of each step afresh: 4 in a row at one step, then 4 at the next, still deploys", async () => {
+    const fault = (n: number) => (n <= 4 ? new Error("a fault of the runtime") : { ok: true as const });
+    const { revision: rev } = await deploy();
+    const runtime = new ScriptedRuntime(rev.id, { BUILDING: fault, DEPLOYING: fault });
+    const w = worker(runtime, { retryMs: 10 });
+    await until(rev.id, (s) => TERMINAL.includes(s));
+    expect(await statusOf(rev.id)).toBe("DEPLOYED");
+    expect(w.stats.errors).toBe(8);
+    expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
+  });
 });

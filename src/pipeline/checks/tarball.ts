@@ -1,6 +1,8 @@
 import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { extract } from "tar-stream";
+import { isStorable } from "../../core/validation.js";
 
 /** A tarball unpacking to more than this is refused (a gzip bomb is small until opened). */
 export const MAX_UNPACKED_BYTES = 2 * 1024 * 1024 * 1024;
@@ -27,18 +29,36 @@ export const normalizeEntry = (name: string) => name.replace(/^(\.\/|\/)+/, "");
 
 /**
  * Opens a gzip tarball as it streams by: lists its files, finds the framework configuration at
- * `configPath`, and reads the graphs it names. Every failure message names the file at fault.
+ * `configPath`, and reads the graphs it names. Every failure message names the file at fault, and
+ * what it keeps of the tarball (names, messages) is text PostgreSQL can store.
+ *
+ * A tarball that is not one fails (`ok: false`); reading `body` failing (a lost database connection
+ * between two chunks) is no fault of the tarball: that error is thrown, as is the signal's reason
+ * once `signal` aborts (the read stops then, and the body is closed once its pending read answers).
  */
-export async function inspectTarball(body: AsyncIterable<Uint8Array>, configPath: string): Promise<TarballInspection> {
+export async function inspectTarball(body: AsyncIterable<Uint8Array>, configPath: string, signal: AbortSignal): Promise<TarballInspection> {
   const wanted = normalizeEntry(configPath);
   const files: string[] = [];
   let fileCount = 0;
   let unpacked = 0;
   let config: Buffer | null = null;
+  /** Set when reading `body` failed: the error to throw. */
+  const read: { failure?: { err: unknown } } = {};
   const tar = extract();
-  const source = Readable.from(body).pipe(createGunzip());
-  source.on("error", (err) => tar.destroy(err));
-  source.pipe(tar);
+  // Every stream's error, and the abort (already aborted: at once), destroys them all, so that
+  // `for await (tar)` below ends, and the body is closed.
+  const unpacking = pipeline(
+    Readable.from(
+      reading(body, (err) => {
+        read.failure ??= { err };
+      }),
+    ),
+    createGunzip(),
+    tar,
+    { signal },
+  );
+  // Its failure is seen as `tar`'s, below; its rejection is not left unhandled.
+  unpacking.catch(() => {});
   try {
     for await (const entry of tar) {
       const { name, size = 0, type } = entry.header;
@@ -48,6 +68,8 @@ export async function inspectTarball(body: AsyncIterable<Uint8Array>, configPath
         fileCount++;
         if (fileCount > MAX_FILES) return { ok: false, message: `it holds more than ${MAX_FILES} files` };
         const path = normalizeEntry(name);
+        const bad = notText(path);
+        if (bad) return { ok: false, message: `it holds a file whose name is not valid text: ${bad}` };
         if (files.length < LISTED_FILES) files.push(path);
         if (path === wanted && config === null) {
           if (size > MAX_CONFIG_BYTES) return { ok: false, message: `${configPath} is larger than ${MAX_CONFIG_BYTES} bytes` };
@@ -58,15 +80,60 @@ export async function inspectTarball(body: AsyncIterable<Uint8Array>, configPath
       entry.resume();
     }
   } catch (err) {
-    return { ok: false, message: `it is not a valid gzip tarball (${err instanceof Error ? err.message : String(err)})` };
+    signal.throwIfAborted();
+    if (read.failure) throw read.failure.err;
+    return { ok: false, message: `it is not a valid gzip tarball (${storable(err instanceof Error ? err.message : String(err))})` };
   } finally {
-    source.destroy();
+    // Returning early (or failing) ends the reading too: the pipeline destroys every stream.
+    tar.destroy();
   }
+  // Should an abort or a failed read ever end `for await` without its error, the tarball was not read whole.
+  signal.throwIfAborted();
+  if (read.failure) throw read.failure.err;
   const found = { file_count: fileCount, files, unpacked_bytes: unpacked, framework_config_path: configPath };
   if (config === null) return { ok: false, message: `${configPath} is not in it (${fileCount} files)`, report: found };
   const graphs = readGraphs(config);
   if ("error" in graphs) return { ok: false, message: `${configPath} ${graphs.error}`, report: found };
   return { ok: true, report: { ...found, graphs } };
+}
+
+/**
+ * `body`, telling `failed` when reading it fails (not when its reader stops), and closed as soon as
+ * its reader stops (a read still pending then ends first), even before the first read.
+ */
+function reading(body: AsyncIterable<Uint8Array>, failed: (err: unknown) => void): AsyncIterableIterator<Uint8Array> {
+  const chunks = body[Symbol.asyncIterator]();
+  let finished = false;
+  const close = async () => {
+    if (finished) return;
+    finished = true;
+    await chunks.return?.();
+  };
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    async next() {
+      if (finished) return { done: true, value: undefined };
+      try {
+        const next = await chunks.next();
+        if (next.done) finished = true;
+        return next;
+      } catch (err) {
+        finished = true;
+        failed(err);
+        throw err;
+      }
+    },
+    async return() {
+      await close();
+      return { done: true, value: undefined };
+    },
+    async throw(err: unknown) {
+      await close();
+      throw err;
+    },
+  };
 }
 
 async function readAll(stream: AsyncIterable<unknown>): Promise<Buffer> {
@@ -84,7 +151,8 @@ export function readGraphs(config: Buffer): Record<string, string> | { error: st
   try {
     parsed = JSON.parse(config.toString("utf8"));
   } catch (err) {
-    return { error: `does not parse as JSON (${err instanceof Error ? err.message : String(err)})` };
+    // The parser quotes the text around the fault, which may hold a NUL.
+    return { error: `does not parse as JSON (${storable(err instanceof Error ? err.message : String(err))})` };
   }
   const graphs = isObject(parsed) ? parsed.graphs : undefined;
   if (!isObject(graphs) || Object.keys(graphs).length === 0) {
@@ -92,11 +160,25 @@ export function readGraphs(config: Buffer): Record<string, string> | { error: st
   }
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(graphs)) {
+    // Kept on the revision (jsonb) and quoted in messages (text): neither stores a NUL, nor jsonb an unpaired surrogate.
+    const badName = notText(name);
+    if (badName) return { error: `names a graph whose name is not valid text: ${badName}` };
     const target = typeof value === "string" ? value : isObject(value) && typeof value.path === "string" ? value.path : null;
     if (!target) return { error: `names graph '${name}' without saying where it is (a "./file.py:graph" string)` };
+    const badTarget = notText(target);
+    if (badTarget) return { error: `says where graph '${name}' is in text that is not valid: ${badTarget}` };
     out[name] = target;
   }
   return out;
 }
+
+/** Why PostgreSQL could not store a string read from a tarball (text refuses NUL, jsonb unpaired surrogates too), or null. */
+function notText(s: string): string | null {
+  if (isStorable(s)) return null;
+  return s.includes("\u0000") ? "it holds a NUL (\\u0000) character" : "it holds an unpaired surrogate (\\ud800-\\udfff)";
+}
+
+/** A message quoting a tarball's bytes, as text PostgreSQL can store: NUL and unpaired surrogates become U+FFFD. */
+const storable = (s: string) => s.replace(/\u0000/g, "\uFFFD").replace(/\p{Cs}/gu, "\uFFFD");
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
