@@ -10,7 +10,8 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
  * Calls `expired` when the tenant's credentials expire (a bearer token at its exp), for what outlives
  * the request that authenticated it (a graphql-ws socket, an SSE stream); returns what cancels it.
- * Credentials without an expiry: never called. The timer keeps no process alive.
+ * Credentials already expired: called at once, before this returns. Credentials without an expiry:
+ * never called. The timer keeps no process alive.
  */
 export function whenExpired(tenant: Tenant, expired: () => void): () => void {
   const { expiresAt } = tenant;

@@ -59,7 +59,8 @@ class RevocableStream implements AsyncIterableIterator<ExecutionResult> {
   private told = false;
   private wake: () => void = () => {};
   private readonly ended = new Promise<void>((resolve) => (this.wake = resolve));
-  private readonly stopExpiry: () => void;
+  /** Set once the expiry is armed; until then (a token past its exp ends the stream at once) nothing to stop. */
+  private stopExpiry: () => void = () => {};
 
   constructor(
     private readonly inner: AsyncIterator<ExecutionResult>,
@@ -69,6 +70,7 @@ class RevocableStream implements AsyncIterableIterator<ExecutionResult> {
     let streams = open.get(tenant.actor);
     if (!streams) open.set(tenant.actor, (streams = new Set()));
     streams.add(this);
+    // Its exp may have passed while the stream opened (its first read): then it ends here and now.
     this.stopExpiry = whenExpired(tenant, () => this.end(expiredToken()));
   }
 
