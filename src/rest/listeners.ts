@@ -44,7 +44,7 @@ export function listenerRoutes(listeners: ListenerService) {
       const { listener_id } = pathParams(c, idParam);
       return c.json(presentListener(await listeners.get(c.var.tenant, listener_id)));
     }))
-    .patch("/v2/listeners/:listener_id", describe({ tag, summary: "Update a listener's version or compute_config", params: idParam, body: listenerUpdateSchema, responses: { 200: { description: "The listener", schema: listenerSchema }, 404: notFound } }, async (c) => {
+    .patch("/v2/listeners/:listener_id", describe({ tag, summary: "Update a listener's version or compute_config", params: idParam, body: listenerUpdateSchema.optional(), responses: { 200: { description: "The listener", schema: listenerSchema }, 404: notFound } }, async (c) => {
       const { listener_id } = pathParams(c, idParam);
       return c.json(presentListener(await listeners.update(c.var.tenant, listener_id, await readJson(c))));
     }))

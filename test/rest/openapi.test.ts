@@ -83,6 +83,8 @@ group("openapi.json", () => {
     expect(required(doc, "post", "/v2/deployments")).toBe(true);
     // A log read's fields all have defaults: its body may be left out (COMPAT.md's tool sends one).
     expect(required(doc, "post", "/v1/projects/{deployment_id}/deploy_logs")).toBe(false);
+    // A listener's update may be empty (nothing changes), and says so.
+    expect(required(doc, "patch", "/v2/listeners/{listener_id}")).toBe(false);
     const ws = await t.workspace();
     const missing = await t.request("POST", "/v2/deployments", { key: ws.apiKey });
     expect(missing.status).toBe(422);
