@@ -36,8 +36,9 @@ export const keyActor = (keyId: string) => `${KEY_ACTOR}${keyId}`;
 /** What a revoked key is told, over HTTP (401), in a graphql-ws close (4401) and at the end of an SSE stream. */
 export const REVOKED_KEY_MESSAGE = "This API key has been revoked.";
 
-/** Bearer tokens are remembered by this, not kept. */
-const hashToken = (token: string) => createHash("sha256").update(token).digest("base64");
+/** How `verified` knows credentials: a key by its hash, a bearer token by SHA-256 of it (neither is kept). */
+const keyCredential = (key: string) => `key:${hashApiKey(key)}`;
+const tokenCredential = (token: string) => `token:${createHash("sha256").update(token).digest("base64")}`;
 
 const unauthenticated = (msg: string) => new CoreError("UNAUTHENTICATED", msg);
 const forbidden = (msg: string) => new CoreError("FORBIDDEN", msg);
@@ -87,11 +88,13 @@ export class Authenticator {
   private readonly workspaceCache = new Map<string, { organizationId: string | null; until: number }>();
   private readonly revocationHandlers = new Set<(keyId: string) => void>();
   /**
-   * The bearer tokens verified here (by SHA-256 of the token), with when each expires (ms): what
-   * `verified` answers from. At most CACHE_MAX, in the order they were last verified: the one verified
-   * longest ago makes room. Only tokens signed with the secret get in, so a guessing client cannot fill it.
+   * The credentials verified here, what `verified` answers from: API keys (by their hash, with their
+   * id, until revoked or deleted) and bearer tokens (by SHA-256 of the token, until their exp). Apart
+   * from the key cache, which a resync or a flood of unknown keys empties: a key verified here stays
+   * so. At most CACHE_MAX, in the order they were last verified: the one verified longest ago makes
+   * room. Only genuine credentials get in, so a guessing client cannot fill it.
    */
-  private readonly verifiedTokens = new Map<string, number>();
+  private readonly verifiedCredentials = new Map<string, { keyId: string | null; expiresAt: number }>();
   /**
    * The ids of the keys this authenticator has let through and has not seen revoked: whatever is open
    * here (sockets, streams) was opened by one of them. Re-checked when the bus may have lost a
@@ -143,25 +146,32 @@ export class Authenticator {
 
   /**
    * Whether this replica has verified these credentials, synchronously and without a lookup (for the
-   * rate limit, which runs before authentication: see rateLimitKey). An API key: its lookup is cached with a
-   * record that is not revoked, however old that entry (a revocation told here, or read after a resync,
-   * drops it at once; the next authentication re-reads an old one). A bearer token: it was verified here
-   * (signature, claims, lifetime) and has not reached its exp. Says nothing about what they may do:
-   * authentication still decides that, request by request.
+   * rate limit, which runs before authentication: see rateLimitKey). An API key: it authenticated here
+   * and has not been revoked or deleted since (a revocation told here, or read after a resync, drops
+   * it at once). A bearer token: it was verified here (signature, claims, lifetime) and has not reached
+   * its exp. Says nothing about what they may do: authentication still decides that, request by request.
    */
   verified(credentials: Credentials): boolean {
-    if (credentials.apiKey) {
-      const record = this.keyCache.get(hashApiKey(credentials.apiKey))?.record;
-      return record != null && record.revokedAt === null;
-    }
-    const bearer = bearerToken(credentials.authorization);
-    if (!bearer) return false;
-    const hash = hashToken(bearer);
-    const expiresAt = this.verifiedTokens.get(hash);
-    if (expiresAt === undefined) return false;
-    if (expiresAt > Date.now()) return true;
-    this.verifiedTokens.delete(hash);
+    const bearer = credentials.apiKey ? null : bearerToken(credentials.authorization);
+    const id = credentials.apiKey ? keyCredential(credentials.apiKey) : bearer ? tokenCredential(bearer) : null;
+    const entry = id ? this.verifiedCredentials.get(id) : undefined;
+    if (!entry) return false;
+    if (entry.expiresAt > Date.now()) return true;
+    this.verifiedCredentials.delete(id!);
     return false;
+  }
+
+  /** Credentials verified here: moved to the end of the map, the oldest out if it is full. */
+  private rememberVerified(id: string, keyId: string | null, expiresAt: number): void {
+    if (!this.verifiedCredentials.delete(id) && this.verifiedCredentials.size >= CACHE_MAX) {
+      this.verifiedCredentials.delete(this.verifiedCredentials.keys().next().value!);
+    }
+    this.verifiedCredentials.set(id, { keyId, expiresAt });
+  }
+
+  /** A key revoked or deleted: no longer verified here. */
+  private forgetVerifiedKey(keyId: string): void {
+    for (const [id, entry] of this.verifiedCredentials) if (entry.keyId === keyId) this.verifiedCredentials.delete(id);
   }
 
   /** Drops a key from the cache: its next use reads the database again. */
@@ -206,7 +216,11 @@ export class Authenticator {
           const rows = await this.prisma.apiKey.findMany({ where: { id: { in: batch } }, select: { id: true, revokedAt: true } });
           const found = new Set(rows.map((r) => r.id));
           // Deleted since: nothing more to check (its next use is refused as unknown).
-          for (const id of batch) if (!found.has(id)) this.admitted.delete(id);
+          for (const id of batch) {
+            if (found.has(id)) continue;
+            this.admitted.delete(id);
+            this.forgetVerifiedKey(id);
+          }
           // Unless its revocation was told meanwhile (and handled).
           for (const row of rows) if (row.revokedAt && this.admitted.has(row.id)) this.revoked(row.id);
         }
@@ -221,6 +235,7 @@ export class Authenticator {
   /** A key revoked (told by the bus, or read after a resync): out of the cache, and its holders told. */
   private revoked(keyId: string): void {
     this.admitted.delete(keyId);
+    this.forgetVerifiedKey(keyId);
     this.forgetKey(keyId);
     for (const handler of this.revocationHandlers) handler(keyId);
   }
@@ -237,6 +252,7 @@ export class Authenticator {
     if (!record) throw unauthenticated("Invalid API key.");
     if (record.revokedAt) throw unauthenticated(REVOKED_KEY_MESSAGE);
     this.admitted.add(record.id);
+    this.rememberVerified(keyCredential(key), record.id, Infinity);
     const actor = keyActor(record.id);
     if (record.workspaceId) {
       if (tenantId && tenantId.toLowerCase() !== record.workspaceId) {
@@ -268,7 +284,7 @@ export class Authenticator {
       throw unauthenticated(`Bearer tokens may live at most ${this.maxLifetimeSeconds} s (exp - iat): ask for a shorter-lived one.`);
     }
     // Genuine (ours, and its claims sane): its workspace and subject may have a rate-limit bucket of their own.
-    this.rememberToken(token, claims.exp * 1000);
+    this.rememberVerified(tokenCredential(token), null, claims.exp * 1000);
     // A UUID in capitals names the same workspace: the tenant carries its one (lower-case) spelling.
     const workspaceId = claims.tenant_id.toLowerCase();
     if (tenantId && tenantId.toLowerCase() !== workspaceId) {
@@ -277,15 +293,6 @@ export class Authenticator {
     const organizationId = await this.workspaceOrganization(workspaceId);
     if (!organizationId) throw unauthenticated("The token's workspace does not exist.");
     return { organizationId, workspaceId, actor: `user:${claims.sub ?? "unknown"}`, expiresAt: claims.exp * 1000 };
-  }
-
-  /** A bearer token verified here, until its exp: moved to the end of the map, the oldest out if it is full. */
-  private rememberToken(token: string, expiresAt: number): void {
-    const hash = hashToken(token);
-    if (!this.verifiedTokens.delete(hash) && this.verifiedTokens.size >= CACHE_MAX) {
-      this.verifiedTokens.delete(this.verifiedTokens.keys().next().value!);
-    }
-    this.verifiedTokens.set(hash, expiresAt);
   }
 
   /**

@@ -320,6 +320,9 @@ describe("rate limit: credentials this replica has not verified count against th
     expect(later(10 * 60_000, () => auth.verified({ apiKey: key }))).toBe(true);
     expect(auth.verified({ apiKey: madeUpKey() })).toBe(false);
     await expect(auth.authenticate({ apiKey: madeUpKey() })).rejects.toThrow(/Invalid API key/);
+    // A resync of the bus empties the key cache; a verified key stays verified (it is re-checked, not forgotten).
+    await auth.resync();
+    expect(auth.verified({ apiKey: key })).toBe(true);
     // Revoked (told here): no longer.
     await t.app.core.apiKeys.revoke(summary.id);
     await waitFor(() => auth.verified({ apiKey: key }), (v) => !v, { what: "the revoked key to be forgotten" });
