@@ -11,6 +11,9 @@ export function operationLabel(document: DocumentNode | undefined, operationName
   return { name: name.slice(0, 100), type: op?.operation ?? "unknown" };
 }
 
+/** The label of every operation run without credentials (only introspection is). */
+const ANONYMOUS_INTROSPECTION = "(anonymous introspection)";
+
 const outcomeOf = (result: ExecutionResult | AsyncIterable<unknown>): "ok" | "error" =>
   Symbol.asyncIterator in result ? "ok" : result.errors && result.errors.length > 0 ? "error" : "ok";
 
@@ -19,15 +22,20 @@ const outcomeOf = (result: ExecutionResult | AsyncIterable<unknown>): "ok" | "er
  * name and the caller into the request's record, each operation counted by name, type and outcome,
  * and each SSE subscription counted open until it ends. graphql-ws counts its own (ws.ts).
  */
-/** The operation's label, also written into the request's access-log record with its caller. */
+/**
+ * The operation's label for metrics; its name also goes into the request's access-log record with its
+ * caller. An operation run without credentials (an introspection, as GraphiQL's) is labelled as such,
+ * whatever its name: the names metrics label are a bounded set (Metrics.operationExecuted), not for
+ * anyone without a key to spend.
+ */
 function labelled(args: { document: DocumentNode; operationName?: string | null; contextValue: unknown }) {
-  const ctx = args.contextValue as { record?: RequestRecord; tenant?: Tenant };
+  const ctx = args.contextValue as { record?: RequestRecord; tenant?: Tenant; introspectionOnly?: boolean };
   const label = operationLabel(args.document, args.operationName);
   if (ctx.record) {
     ctx.record.operationName = label.name;
     if (ctx.tenant) recordTenant(ctx.record, ctx.tenant);
   }
-  return label;
+  return ctx.introspectionOnly ? { ...label, name: ANONYMOUS_INTROSPECTION } : label;
 }
 
 export function useObservedOperations(metrics: Metrics | null): Plugin {
