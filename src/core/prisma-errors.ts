@@ -64,3 +64,21 @@ export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
 /** A lost database as the CoreError both faces answer with (503 + Retry-After, SERVICE_UNAVAILABLE). */
 export const unavailableAsCoreError = (err: unknown): unknown =>
   isDatabaseUnavailable(err) ? new CoreError("UNAVAILABLE", "The database is unavailable; retry shortly.") : err;
+
+/** SQLSTATEs (and Prisma's, the driver adapter's names) of a write that met another's: a conflict, a deadlock, a wait cut short. */
+const CONFLICT_CODES = new Set(["40001", "40P01", "55P03", "57014", "P2034", "TransactionWriteConflict"]);
+
+/** Whether err (at any depth of cause) is a write that met another's: a serialization failure, a deadlock, a lock or statement timeout. */
+function isWriteConflict(err: unknown, depth = 0): boolean {
+  if (typeof err !== "object" || err === null || depth > 5) return false;
+  const e = err as Record<string, unknown>;
+  for (const code of [e.code, e.originalCode, e.kind]) if (typeof code === "string" && CONFLICT_CODES.has(code)) return true;
+  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
+  return isWriteConflict(e.cause, depth + 1) || isWriteConflict(meta?.driverAdapterError, depth + 1);
+}
+
+/**
+ * Whether err says nothing about the work that met it, so that doing it again may well succeed: the
+ * database was lost (isDatabaseUnavailable), or the write met another's (isWriteConflict).
+ */
+export const isRetryableDatabaseError = (err: unknown): boolean => isDatabaseUnavailable(err) || isWriteConflict(err);

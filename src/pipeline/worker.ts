@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { CoreDeps } from "../core/context.js";
-import { isDatabaseUnavailable } from "../core/prisma-errors.js";
 import { DELETE_GRACE_MS, DELETE_SWEEP_EVERY_MS, DeletionSweeper } from "../core/deletion-sweep.js";
 import { LogSweeper } from "../core/log-retention.js";
 import { logKindOf, LogWriter, type StepLog } from "../core/log-writer.js";
 import type { Revision } from "../generated/prisma/client.js";
 import type { Logger } from "../logger.js";
 import { Leases } from "./leases.js";
+import { FailuresInARow } from "./step-failures.js";
 import { type RevisionStatus, routeFor, transition } from "../core/revision-machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "./runtime.js";
 import type { MissingInput, BuildInputs } from "./build-inputs.js";
@@ -91,8 +91,8 @@ export class PipelineWorker {
   private readonly sweeper: LogSweeper;
   private readonly deletions: DeletionSweeper;
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
-  /** Revisions whose step this worker saw fail in a row on an internal error that is not transient: status and count. */
-  private readonly failures = new Map<string, { status: string; count: number }>();
+  /** Steps this worker saw fail in a row on an internal error that is not transient. */
+  private readonly failures = new FailuresInARow();
   private running = false;
   private loopDone: Promise<void> | null = null;
   private wakeUp: (() => void) | null = null;
@@ -251,38 +251,22 @@ export class PipelineWorker {
       stepLog?.abandon();
       if (signal.aborted || this.silenced) return;
       this.stats.errors++;
-      const inARow = this.failedInARow(revision, err);
+      const inARow = this.failures.count(revision, err);
       if (inARow >= this.options.giveUpAfter && (await this.giveUp(revision, err, inARow))) return;
       this.logger.warn({ err, ...log }, "pipeline: step failed unexpectedly; retrying later");
       // The reason stays in the service's own log: it may name internals.
       if (stepLog) await this.logs.append(revision, [{ kind: stepLog.kind, level: "WARNING", message: "This step stopped on an internal error; it runs again shortly" }]);
-      // Again later, and later each time in a row (retryMs, twice that, four times… up to 64 times):
-      // the step gives up only after some half a minute of retries at the defaults.
+      // Again later, and later each time in a row (retryMs, twice that, four times…, at most 64 times):
+      // at the defaults the step gives up after waits of 1 + 2 + 4 + 8 s.
       const delay = this.options.retryMs * 2 ** Math.min(Math.max(inARow - 1, 0), 6);
       await this.leases.release(revision.id, delay).catch(() => {});
     } finally {
       clearInterval(renew);
       // A step that ended (or was dropped) starts the count again; an aborted one says nothing.
-      if (!failed && !signal.aborted) this.failures.delete(revision.id);
+      if (!failed && !signal.aborted) this.failures.clear(revision.id);
       // Only the steps that ran (not those gated, parked or abandoned): outcome ok, failed or error.
       if (stepLog && !signal.aborted) this.options.onStep?.(revision.status, outcomeLabel, (performance.now() - started) / 1000);
     }
-  }
-
-  /**
-   * How many times in a row this step of the revision has now failed on an internal error that is
-   * not transient; 0 for a transient one (a lost database, a deadlock: it says nothing of the step),
-   * which leaves the count as it was.
-   */
-  private failedInARow(revision: Revision, err: unknown): number {
-    if (isTransient(err)) return 0;
-    const last = this.failures.get(revision.id);
-    const count = last && last.status === revision.status ? last.count + 1 : 1;
-    this.failures.delete(revision.id);
-    // Bounded: a revision another worker took over may never come back to this one.
-    if (this.failures.size >= MAX_COUNTED_FAILURES) this.failures.delete(this.failures.keys().next().value!);
-    this.failures.set(revision.id, { status: revision.status, count });
-    return count;
   }
 
   /**
@@ -296,7 +280,7 @@ export class PipelineWorker {
     try {
       const message = `This step stopped on an internal error ${inARow} times in a row, so the revision was given up. Create a new revision to try again.`;
       this.count(await this.steps.commit(revision, { ok: false, message }));
-      this.failures.delete(revision.id);
+      this.failures.clear(revision.id);
       return true;
     } catch (failure) {
       this.logger.warn({ err: failure, ...log }, "pipeline: could not fail the revision of a step that keeps failing; retrying later");
@@ -346,24 +330,4 @@ export class PipelineWorker {
   private wake() {
     this.wakeUp?.();
   }
-}
-
-/** How many revisions' failures in a row a worker keeps count of at most (the oldest count is forgotten). */
-const MAX_COUNTED_FAILURES = 1_000;
-
-/** SQLSTATEs (and Prisma's, the driver adapter's names) of a failure a retry gets past: a conflict, a deadlock, a wait cut short. */
-const TRANSIENT_CODES = new Set(["40001", "40P01", "55P03", "57014", "P2034", "TransactionWriteConflict"]);
-
-/**
- * Whether an error says nothing about the step itself: the database was lost (isDatabaseUnavailable),
- * or the write met another's (serialization failure, deadlock, lock or statement timeout). Looks at
- * the error's code, the driver adapter error and causes, as isDatabaseUnavailable does.
- */
-function isTransient(err: unknown, depth = 0): boolean {
-  if (depth === 0 && isDatabaseUnavailable(err)) return true;
-  if (typeof err !== "object" || err === null || depth > 5) return false;
-  const e = err as Record<string, unknown>;
-  for (const code of [e.code, e.originalCode, e.kind]) if (typeof code === "string" && TRANSIENT_CODES.has(code)) return true;
-  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
-  return isTransient(e.cause, depth + 1) || isTransient(meta?.driverAdapterError, depth + 1);
 }
