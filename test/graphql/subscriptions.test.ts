@@ -289,14 +289,13 @@ describe("a subscription whose root field is under @skip or @include", () => {
         const refused = subscribeWs(client, query, variables);
         expect(await endOf(refused.done, "the refusal")).toEqual({ errors: [refusal(name)] });
       }
-      // The socket is open: another operation on it runs, and the healthy subscription is still live.
+      // The socket is open: another operation on it runs, and the healthy subscription is still live:
+      // it is told of the deployment's deletion, then ends.
       const after = subscribeWs(client, `{ viewer { uuid } }`, {});
       expect(await endOf(after.done, "a query after the refusals")).toBe("completed");
-      let ended = false;
-      void healthy.done.finally(() => (ended = true));
-      await Promise.resolve();
-      expect(ended).toBe(false);
-      healthy.dispose();
+      await gqlOk(t, ws.apiKey, `mutation($id: ID!) { deploymentDelete(id: $id) { deletedDeploymentId } }`, { id: d.id });
+      expect(await endOf(healthy.done, "the healthy subscription telling of the deletion")).toBe("completed");
+      expect(healthy.messages.at(-1)).toEqual({ data: { deploymentStatusChanged: { status: "AWAITING_DELETE" } } });
     } finally {
       await client.dispose();
     }

@@ -86,6 +86,8 @@ describe("an installation's repositories", () => {
 
   // On PostgreSQL concurrent replaces once raced (delete then insert under READ COMMITTED): some
   // answered 500 (a unique violation) and two bodies could leave their union. They run one after another now.
+  // The race needs transactions that overlap: on PostgreSQL (TEST_DATABASE_URL) these fail without the
+  // installation's row lock; embedded PGlite runs one statement at a time, so there they only check the answers.
   describe("replaced concurrently", () => {
     const ids = (rows: { id: number }[]) => rows.map((r) => r.id).sort((a, b) => a - b);
     const stored = async (id: string) => ids((await t.request("GET", `/v1/integrations/codehost/${id}/repos`, { key: ws.apiKey })).body);
