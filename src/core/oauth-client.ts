@@ -1,6 +1,7 @@
 import * as oauth from "oauth4webapi";
 import * as oidc from "openid-client";
 import { badRequest, CoreError } from "./errors.js";
+import { isStorable } from "./validation.js";
 
 /**
  * This service as an OAuth 2.0 client of the providers a workspace configures, over panva's
@@ -202,15 +203,28 @@ export class OAuthClient {
   }
 }
 
-function tokenSet(tokens: oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers): TokenSet {
-  const claims = tokens.id_token ? tokens.claims() : undefined;
-  const label = claims && [claims.email, claims.preferred_username, claims.name, claims.sub].find((v): v is string => typeof v === "string" && v !== "");
+/** The longest lifetime a token's expires_in may give it: past that, the answer is nonsense (Date has no such instant, or none worth keeping). */
+const MAX_EXPIRES_IN_SECONDS = 100 * 365 * 24 * 3600;
+
+/**
+ * The tokens a provider answered, as stored: an answer whose values cannot be (an expires_in no date
+ * can hold, a scope or token PostgreSQL cannot store as text) is nonsense, a 502 that stores nothing,
+ * not a failure to store it. An account label that is not storable text is left out.
+ */
+export function tokenSet(tokens: oidc.TokenEndpointResponse & Partial<oidc.TokenEndpointResponseHelpers>): TokenSet {
+  const claims = tokens.id_token && tokens.claims ? tokens.claims() : undefined;
+  const label = claims && [claims.email, claims.preferred_username, claims.name, claims.sub].find((v): v is string => typeof v === "string" && v !== "" && isStorable(v));
+  const scopes = typeof tokens.scope === "string" ? tokens.scope.split(" ").filter((s) => s !== "") : null;
+  const expiresIn = tokens.expires_in;
+  const nonsense = (why: string) => new CoreError("UPSTREAM", `The provider's answer was not a valid OAuth response (${why}).`);
+  if (expiresIn !== undefined && (typeof expiresIn !== "number" || !Number.isFinite(expiresIn) || Math.abs(expiresIn) > MAX_EXPIRES_IN_SECONDS)) throw nonsense("its expires_in is out of range");
+  if (scopes?.some((scope) => !isStorable(scope)) || (tokens.token_type !== undefined && !isStorable(tokens.token_type))) throw nonsense("it holds text that is not valid");
   return {
     accessToken: tokens.access_token,
     refreshToken: tokens.refresh_token ?? null,
     tokenType: tokens.token_type ?? "bearer",
-    scopes: typeof tokens.scope === "string" ? tokens.scope.split(" ").filter((s) => s !== "") : null,
-    expiresAt: typeof tokens.expires_in === "number" ? new Date(Date.now() + tokens.expires_in * 1000) : null,
+    scopes,
+    expiresAt: typeof expiresIn === "number" ? new Date(Date.now() + expiresIn * 1000) : null,
     accountLabel: label ?? null,
   };
 }

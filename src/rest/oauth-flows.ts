@@ -27,6 +27,8 @@ const setupQuery = callbackQuerySchema.extend({
   setup_action: z.string().optional().describe("The code host's post-installation action"),
   installation_id: z.string().optional().describe("The installation the code host set up"),
 });
+/** A token due for its refresh, whose provider could not be reached (try again) or answered nonsense. */
+const refreshUnreachable = refused("The token is due for a refresh and its provider could not be reached, or answered nonsense: try again later");
 const callbackRefused = {
   400: refused("Unknown, expired or used state; or the provider refused"),
   502: refused("The provider could not be reached at the code exchange, or answered nonsense"),
@@ -63,7 +65,7 @@ export function oauthCallbackRoutes(core: Pick<Core, "oauthFlows">) {
 export function oauthFlowRoutes(core: Pick<Core, "oauthFlows">) {
   const flows = core.oauthFlows;
   return new Hono<Env>()
-    .post("/v2/auth/authenticate", describe({ tag, summary: "Start (or reuse) an OAuth flow for a user", body: authenticateSchema, responses: { 200: { description: "completed with the token, or pending with the URL to send the user to (never kept by Idempotency-Key)", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "token_expired"]), url: z.string().nullable(), auth_id: z.string().nullable(), token: z.string().nullable(), user_id: z.string().nullable(), metadata: z.object({ token_id: z.string().optional(), provider_id: z.string().optional(), scopes: z.array(z.string()), expires_at: nullableTimestamp }).nullable() }) }, 404: notFound } }, async (c) => {
+    .post("/v2/auth/authenticate", describe({ tag, summary: "Start (or reuse) an OAuth flow for a user", body: authenticateSchema, responses: { 200: { description: "completed with the token, or pending with the URL to send the user to (never kept by Idempotency-Key)", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "token_expired"]), url: z.string().nullable(), auth_id: z.string().nullable(), token: z.string().nullable(), user_id: z.string().nullable(), metadata: z.object({ token_id: z.string().optional(), provider_id: z.string().optional(), scopes: z.array(z.string()), expires_at: nullableTimestamp }).nullable() }) }, 404: notFound, 502: refreshUnreachable } }, async (c) => {
       const result = await flows.authenticate(c.var.tenant, await readJson(c), new URL(c.req.url).origin);
       return c.json({
         status: result.status,
@@ -82,7 +84,7 @@ export function oauthFlowRoutes(core: Pick<Core, "oauthFlows">) {
       const { provider_id } = pathParams(c, providerParam);
       return c.json(presentCallback(await flows.finalize(c.var.tenant, provider_id, await readJson(c))));
     }))
-    .get("/v2/auth/wait/:auth_id", describe({ tag, summary: "Wait (long-poll) for a flow to complete", params: authParam, query: waitQuerySchema, responses: { 200: { description: "The flow's status; the token once completed", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "timeout", "not_found"]), token: z.string().nullable() }) }, 400: refused("The flow expired or failed: start a new one") } }, async (c) => {
+    .get("/v2/auth/wait/:auth_id", describe({ tag, summary: "Wait (long-poll) for a flow to complete", params: authParam, query: waitQuerySchema, responses: { 200: { description: "The flow's status; the token once completed", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "timeout", "not_found"]), token: z.string().nullable() }) }, 400: refused("The flow expired or failed: start a new one"), 502: refreshUnreachable } }, async (c) => {
       const { auth_id } = pathParams(c, authParam);
       const result = await flows.wait(c.var.tenant, auth_id, queryOf(c), c.req.raw.signal);
       return c.json({ status: result.status, token: result.accessToken }, 200, NO_STORE);
