@@ -2,6 +2,7 @@ import * as oauth from "oauth4webapi";
 import * as oidc from "openid-client";
 import { badRequest, CoreError } from "./errors.js";
 import { isStorable } from "./validation.js";
+import { endpointUrl } from "./schemas/oauth.js";
 
 /**
  * This service as an OAuth 2.0 client of the providers a workspace configures, over panva's
@@ -96,16 +97,24 @@ export class OAuthClient {
   async discoverAndRegister(mcpServerUrl: string, registration: { clientName: string; redirectUri: string }): Promise<DiscoveredProvider> {
     const where = `the MCP server ${mcpServerUrl}`;
     const issuer = (await this.protectedResourceIssuer(new URL(mcpServerUrl))) ?? new URL(mcpServerUrl).origin;
+    if (!URL.canParse(issuer)) throw new CoreError("UPSTREAM", `${where} names an authorization server that is not a URL.`);
     const as = await this.authorizationServer(new URL(issuer), where);
     if (!as.authorization_endpoint || !as.token_endpoint) {
       throw badRequest(`The authorization server ${as.issuer} of ${where} publishes no authorization or token endpoint.`);
+    }
+    // Stored as a provider's endpoints: held to what a provider created by hand must give.
+    const endpoint = endpointUrl(this.settings.allowHttp);
+    for (const url of [as.authorization_endpoint, as.token_endpoint, as.registration_endpoint, as.revocation_endpoint]) {
+      if (url !== undefined && !endpoint.safeParse(url).success) {
+        throw new CoreError("UPSTREAM", `The authorization server ${as.issuer} of ${where} publishes an endpoint that is not ${this.settings.allowHttp ? "an http(s)" : "an https"} URL.`);
+      }
     }
     if (!as.registration_endpoint) {
       throw badRequest(
         `The authorization server ${as.issuer} of ${where} does not allow dynamic client registration (RFC 7591): create the provider with POST /v2/auth/providers and a client_id registered there.`,
       );
     }
-    const supported = as.token_endpoint_auth_methods_supported ?? ["client_secret_basic"];
+    const supported: unknown[] = Array.isArray(as.token_endpoint_auth_methods_supported) ? as.token_endpoint_auth_methods_supported : ["client_secret_basic"];
     const method = ["client_secret_post", "client_secret_basic", "none"].find((m) => supported.includes(m)) ?? "none";
     const client = await this.guard(`register a client at ${as.issuer}`, async () =>
       oauth.processDynamicClientRegistrationResponse(

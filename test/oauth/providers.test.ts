@@ -1,3 +1,5 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
@@ -165,6 +167,34 @@ describe("mcp-discover", () => {
       expect(none.body.detail).toMatch(/^No OAuth metadata found for the MCP server/);
     } finally {
       await blank.close();
+    }
+    expect((await t.request("GET", "/v2/auth/providers", { key: ws.apiKey })).body).toEqual([]);
+  });
+
+  it("answers 502 to metadata that names no URL, or endpoints a provider could not have, and stores nothing", async () => {
+    // A hostile MCP server, its own authorization server: what it publishes is the test's to choose.
+    let publish: (path: string) => unknown = () => null;
+    const hostile = createServer((req, res) => {
+      const body = publish(req.url ?? "");
+      res.writeHead(body === null ? 404 : 200, { "content-type": "application/json" });
+      res.end(body === null ? "{}" : JSON.stringify(body));
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, "127.0.0.1", resolve));
+    const base = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
+    const metadata = (extra: Record<string, unknown>) => ({ issuer: base, authorization_endpoint: `${base}/auth`, token_endpoint: `${base}/token`, registration_endpoint: `${base}/reg`, ...extra });
+    try {
+      for (const [what, answer] of [
+        ["an authorization server that is not a URL", (path: string) => (path.startsWith("/.well-known/oauth-protected-resource") ? { resource: `${base}/mcp`, authorization_servers: ["not a url"] } : null)],
+        ["a javascript: authorization endpoint", (path: string) => (path.startsWith("/.well-known/oauth-authorization-server") ? metadata({ authorization_endpoint: "javascript:alert(1)" }) : null)],
+        ["a token endpoint that is no URL", (path: string) => (path.startsWith("/.well-known/oauth-authorization-server") ? metadata({ token_endpoint: "::::" }) : null)],
+      ] as const) {
+        publish = answer;
+        const res = await t.request("POST", "/v2/auth/providers/mcp-discover", { key: ws.apiKey, body: { provider_id: "hostile", name: "Hostile", mcp_server_url: `${base}/mcp` } });
+        expect(res.status, what).toBe(502);
+        expect(res.body.detail, what).toMatch(/not a URL|not an http\(s\) URL/);
+      }
+    } finally {
+      await new Promise<void>((resolve) => hostile.close(() => resolve()));
     }
     expect((await t.request("GET", "/v2/auth/providers", { key: ws.apiKey })).body).toEqual([]);
   });
