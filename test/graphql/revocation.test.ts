@@ -43,6 +43,31 @@ async function liveSubscription(client: ReturnType<typeof wsClient>) {
   return sub;
 }
 
+/**
+ * Holds the next subscription's first read (watch.deploymentStatus) until released: its request is
+ * authenticated, its stream not open yet. restore() puts the read back and lets a held one go.
+ */
+function holdFirstRead() {
+  let arrived = false;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const watch = t.app.core.watch;
+  const original = watch.deploymentStatus.bind(watch);
+  const spy = vi.spyOn(watch, "deploymentStatus").mockImplementationOnce(async (...args) => {
+    arrived = true;
+    await released;
+    return original(...args);
+  });
+  return {
+    arrived: () => waitFor(() => arrived, Boolean, { what: "the subscription's first read" }),
+    release,
+    restore: () => {
+      spy.mockRestore();
+      release();
+    },
+  };
+}
+
 /** The viewer's workspace, asked on the client's socket. */
 async function viewer(client: ReturnType<typeof wsClient>) {
   const query = subscribeWs(client, VIEWER, {});
@@ -122,25 +147,16 @@ describe("a revoked API key", { timeout: 90_000 }, () => {
   it("ends an SSE stream whose key is revoked after it was authenticated and before its stream opened", async () => {
     const key = await newKey();
     // The subscription's first read is held: the request is authenticated, its stream not yet open.
-    let arrived = false;
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    const watch = t.app.core.watch;
-    const original = watch.deploymentStatus.bind(watch);
-    const spy = vi.spyOn(watch, "deploymentStatus").mockImplementationOnce(async (...args) => {
-      arrived = true;
-      await released;
-      return original(...args);
-    });
+    const held = holdFirstRead();
     try {
       const sse = subscribeSse(t, key.key, DEPLOYMENT_STATUS, { id: deploymentId });
-      await waitFor(() => arrived, Boolean, { what: "the subscription's first read" });
+      await held.arrived();
       await t.app.core.apiKeys.revoke(key.summary.id);
-      release();
+      held.release();
       expect(await endOf(sse.done, "the stream of a key revoked while it opened")).toBe("completed");
       expect(sse.messages.at(-1)).toEqual({ errors: [expect.objectContaining({ message: REVOKED, extensions: { code: "UNAUTHENTICATED" } })] });
     } finally {
-      spy.mockRestore();
+      held.restore();
     }
   });
 });
@@ -219,28 +235,18 @@ describe("a bearer token expiring before its SSE stream opens", { timeout: 90_00
     const exp = Math.floor(Date.now() / 1000) + 2;
     const token = await bearerToken(exp);
     // The subscription's first read is held past the token's exp: authenticated in time, opened too late.
-    let arrived = false;
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    const watch = t.app.core.watch;
-    const original = watch.deploymentStatus.bind(watch);
-    const spy = vi.spyOn(watch, "deploymentStatus").mockImplementationOnce(async (...args) => {
-      arrived = true;
-      await released;
-      return original(...args);
-    });
+    const held = holdFirstRead();
     try {
       const sse = subscribeSse(t, { authorization: `Bearer ${token}` }, DEPLOYMENT_STATUS, { id: deploymentId });
-      await waitFor(() => arrived, Boolean, { what: "the subscription's first read" });
+      await held.arrived();
       await waitFor(() => Date.now(), (now) => now > exp * 1000, { what: "the token's exp to pass", intervalMs: 50 });
-      release();
+      held.release();
       expect(await endOf(sse.done, "the stream of a token expired while it opened")).toBe("completed");
       expect(sse.status()).toBe(200);
       expect(sse.messages.at(-1)).toEqual({ errors: [expect.objectContaining({ message: "The bearer token has expired.", extensions: { code: "UNAUTHENTICATED" } })] });
       await waitFor(() => t.app.core.watch.feedCount, (n) => n === 0, { what: "the stream's feed released" });
     } finally {
-      spy.mockRestore();
-      release();
+      held.restore();
     }
   });
 });
