@@ -264,7 +264,8 @@ describe("the build step, when reading the upload fails or stalls midway", () =>
     const logs = await app.request("POST", `/v1/projects/${id}/revisions/${rid}/build_logs`, { key, body: { order: "asc", limit: 100 } });
     expect(logs.body.logs).toEqual(expect.arrayContaining([expect.objectContaining({ level: "WARNING", message: "This step stopped on an internal error; it runs again shortly" })]));
     expect(JSON.stringify(logs.body)).not.toContain("Connection terminated");
-    expect(app.app.worker!.busy).toBe(0);
+    // DEPLOYED is visible once its transaction commits; the step ends a moment later. Nothing may stay stuck.
+    await waitFor(() => app.app.worker!.busy, (n) => n === 0, { what: "the worker to end its steps" });
     expect(uncaught).toEqual([]);
   });
 
