@@ -36,6 +36,8 @@ const KEEP_EXPIRED_MS = 24 * 3600_000;
 
 /** The final write of an exchange found the flow no longer its own: the transaction that stored its token is undone. */
 class ClaimLost extends Error {}
+/** The provider was deleted while its code was exchanged (its flows went with it). */
+class ProviderGone extends Error {}
 
 /**
  * Authorization-code flows with PKCE. `authenticate` hands out the caller's token, refreshed if due,
@@ -195,6 +197,9 @@ export class FlowService {
     let result: CallbackResult;
     try {
       result = await this.deps.prisma.$transaction(async (tx) => {
+        // The provider stays until this commits; deleted meanwhile, it took the flow with it.
+        const live = await tx.$queryRaw<unknown[]>`SELECT id FROM oauth_providers WHERE id = ${provider.id}::uuid FOR KEY SHARE`;
+        if (live.length === 0) throw new ProviderGone();
         const token = await this.vault.store(tx, tenant, provider, tokens, { requestedScopes: flow.scopes, isDefault: flow.isDefault });
         // Compare-and-set: the flow is completed only while this callback's claim stands and its time
         // (with the grace) has not run out; otherwise the token is not kept either.
@@ -206,6 +211,13 @@ export class FlowService {
         return { flow: done, token };
       });
     } catch (err) {
+      // Nothing here keeps what the provider issued: it is revoked there.
+      await this.vault.revoke([this.vault.issued(provider, tokens)]);
+      if (err instanceof ProviderGone) {
+        throw badRequest(
+          `The OAuth provider '${provider.providerId}' was deleted while the authorization code was exchanged: nothing was kept, and what it issued was revoked there.`,
+        );
+      }
       if (!(err instanceof ClaimLost)) throw err;
       // Only its time running out takes a flow from the callback exchanging its code.
       await this.store.expire(exchanging);

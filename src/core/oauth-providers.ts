@@ -141,12 +141,18 @@ export class ProviderService {
     return this.get(tenant, providerId);
   }
 
-  /** Revokes every token of the provider there (where it can), then forgets the provider, its tokens and flows. */
+  /** Forgets the provider, its tokens and flows, then revokes the tokens there (where it can). */
   async delete(tenant: Tenant, providerId: string): Promise<{ deletedTokens: number }> {
     const provider = await this.get(tenant, providerId);
-    const deletedTokens = await this.vault.revokeAndDelete(tenant, { oauthProviderId: provider.id });
-    await this.deps.data(tenant).oAuthProvider.deleteMany({ where: { id: provider.id } });
-    return { deletedTokens };
+    const taken = await this.deps.data(tenant).$transaction(async (tx) => {
+      // Locked first: a code exchange storing its token now waits for this to commit, then finds the provider gone.
+      await tx.$queryRaw`SELECT id FROM oauth_providers WHERE id = ${provider.id}::uuid FOR UPDATE`;
+      const tokens = await this.vault.take(tx, { oauthProviderId: provider.id });
+      await tx.oAuthProvider.deleteMany({ where: { id: provider.id } });
+      return tokens;
+    });
+    await this.vault.revoke(taken);
+    return { deletedTokens: taken.length };
   }
 
   private async insert(tenant: Tenant, providerId: string, data: Omit<Prisma.OAuthProviderUncheckedCreateInput, "workspaceId" | "organizationId" | "providerId">) {

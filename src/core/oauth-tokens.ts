@@ -1,3 +1,4 @@
+import pMap from "p-map";
 import type { OAuthProvider, OAuthToken, Prisma } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
@@ -13,6 +14,24 @@ export type { OAuthToken };
 
 /** A token is refreshed when it expires within this (on the read that hands it out). */
 export const REFRESH_MARGIN_MS = 60_000;
+
+/** Revocations at providers in flight at once, for one deletion. */
+export const REVOCATION_CONCURRENCY = 8;
+/**
+ * How long a deletion starts revocations for: those in flight then go on (each within the client's
+ * timeout), the rest are logged. Shorter than one request's timeout, so that a provider that never
+ * answers holds a deletion this long, whatever the number of its tokens.
+ */
+export const REVOCATION_DEADLINE_MS = 5_000;
+
+/** A token to revoke at its provider, forgotten here already: its value is opened only to send it. */
+export interface Revocation {
+  /** The stored token's id (for the log), or null for tokens that were never stored. */
+  tokenId: string | null;
+  provider: OAuthProvider;
+  hint: "access_token" | "refresh_token";
+  value: () => string;
+}
 
 /** What a connection copies of its token, kept in step when the token changes. */
 const connectionFields = (t: Pick<OAuthToken, "providerAccountLabel" | "scopes" | "expiresAt">) => ({
@@ -191,29 +210,65 @@ export class TokenVault {
   }
 
   /**
-   * Revokes each matching token of the workspace at its provider (the refresh token, which ends
-   * the grant, else the access token), then deletes them and the agent connections that use them.
-   * A provider that cannot revoke (no endpoint, or down) does not stop the deletion: it is logged.
+   * Forgets the workspace's tokens that `where` selects, and the agent connections that use them, then
+   * revokes them at their providers (revoke()). Forgotten first: a provider that is slow or down
+   * delays the answer by at most REVOCATION_DEADLINE_MS and keeps nothing alive here.
    */
   async revokeAndDelete(tenant: Tenant, where: Prisma.OAuthTokenWhereInput): Promise<number> {
-    const tokens = await this.deps.data(tenant).oAuthToken.findMany({ where, include: { provider: true } });
-    for (const token of tokens) {
-      const [value, hint] = token.refreshToken ? [token.refreshToken, "refresh_token" as const] : [token.accessToken, "access_token" as const];
-      try {
-        const revoked = await this.client.revoke(endpointsOf(this.deps.secrets, token.provider), this.deps.secrets.open(value), hint);
-        if (!revoked) this.settings.logger.info({ token_id: token.id, provider_id: token.providerId }, "oauth: the provider has no revocation endpoint; the token is only forgotten");
-      } catch (err) {
-        this.settings.logger.warn({ token_id: token.id, provider_id: token.providerId, reason: err instanceof Error ? err.message : "unknown" }, "oauth: could not revoke a token at its provider; it is forgotten all the same");
-      }
-    }
+    const taken = await this.deps.data(tenant).$transaction((tx) => this.take(tx, where));
+    await this.revoke(taken);
+    return taken.length;
+  }
+
+  /** Deletes the tokens `where` selects and their connections, in the caller's transaction; answers what revoke() needs once it commits. */
+  async take(tx: Prisma.TransactionClient, where: Prisma.OAuthTokenWhereInput): Promise<Revocation[]> {
+    const tokens = await tx.oAuthToken.findMany({ where, include: { provider: true } });
+    if (tokens.length === 0) return [];
     const ids = tokens.map((t) => t.id);
-    if (ids.length === 0) return 0;
-    const db = this.deps.data(tenant);
-    await db.$transaction([
-      db.agentConnection.deleteMany({ where: { oauthTokenId: { in: ids } } }),
-      db.oAuthToken.deleteMany({ where: { id: { in: ids } } }),
-    ]);
-    return ids.length;
+    await tx.agentConnection.deleteMany({ where: { oauthTokenId: { in: ids } } });
+    await tx.oAuthToken.deleteMany({ where: { id: { in: ids } } });
+    return tokens.map((token) => {
+      const [sealed, hint] = token.refreshToken ? [token.refreshToken, "refresh_token" as const] : [token.accessToken, "access_token" as const];
+      return { tokenId: token.id, provider: token.provider, hint, value: () => this.deps.secrets.open(sealed) };
+    });
+  }
+
+  /** What a token endpoint issued that nothing here keeps (its flow ended while the code was exchanged), as revoke() takes it. */
+  issued(provider: OAuthProvider, tokens: TokenSet): Revocation {
+    const [value, hint] = tokens.refreshToken ? [tokens.refreshToken, "refresh_token" as const] : [tokens.accessToken, "access_token" as const];
+    return { tokenId: null, provider, hint, value: () => value };
+  }
+
+  /**
+   * Revokes tokens at their providers (RFC 7009: the refresh token, which ends the grant, else the
+   * access token), REVOCATION_CONCURRENCY at a time, starting none after REVOCATION_DEADLINE_MS. A
+   * provider that cannot revoke (no endpoint, down, too slow) is logged, never an error: the tokens
+   * are already forgotten here.
+   */
+  async revoke(revocations: Revocation[]): Promise<void> {
+    if (revocations.length === 0) return;
+    const deadline = AbortSignal.timeout(REVOCATION_DEADLINE_MS);
+    const started = new Set<Revocation>();
+    try {
+      await pMap(revocations, (r) => (started.add(r), this.revokeOne(r)), { concurrency: REVOCATION_CONCURRENCY, signal: deadline });
+    } catch (err) {
+      if (!deadline.aborted) throw err;
+      const left = revocations.filter((r) => !started.has(r));
+      this.settings.logger.warn(
+        { token_ids: left.map((r) => r.tokenId), provider_ids: [...new Set(left.map((r) => r.provider.providerId))] },
+        `oauth: ${left.length} tokens were not revoked at their providers in time; they are forgotten all the same`,
+      );
+    }
+  }
+
+  private async revokeOne({ tokenId, provider, hint, value }: Revocation): Promise<void> {
+    const about = { token_id: tokenId, provider_id: provider.providerId };
+    try {
+      const revoked = await this.client.revoke(endpointsOf(this.deps.secrets, provider), value(), hint);
+      if (!revoked) this.settings.logger.info(about, "oauth: the provider has no revocation endpoint; the token is only forgotten");
+    } catch (err) {
+      this.settings.logger.warn({ ...about, reason: err instanceof Error ? err.message : "unknown" }, "oauth: could not revoke a token at its provider; it is forgotten all the same");
+    }
   }
 
   /** Whether `sealed` holds `plain` (false if no configured key opens it). */

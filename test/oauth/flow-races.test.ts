@@ -21,6 +21,7 @@ beforeAll(async () => {
   t = await startTestApp({ ...OAUTH_ENV, PIPELINE_WORKER: "off" });
   ws = await t.workspace();
   await addProvider(t, server, ws.apiKey, "idp");
+  await addProvider(t, server, ws.apiKey, "revocable", { revocation_url: `${server.issuer}/token/revocation` });
 });
 // A test that failed half-way must not leave the provider holding the next test's exchange.
 afterEach(() => {
@@ -46,8 +47,8 @@ interface Exchanging {
 }
 
 /** A flow whose callback has claimed it and whose code exchange is held at the provider. */
-async function exchanging(tamper: (back: URL) => void = () => {}): Promise<Exchanging> {
-  const started = await t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: "idp", scopes: ["repo"], force_new: true } });
+async function exchanging(tamper: (back: URL) => void = () => {}, provider = "idp"): Promise<Exchanging> {
+  const started = await t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider, scopes: ["repo"], force_new: true } });
   expect(started.body.status, started.text).toBe("pending");
   const authId = started.body.auth_id as string;
   const back = await server.follow(started.body.url);
@@ -128,7 +129,8 @@ describe("a flow whose time runs out while its code is exchanged", () => {
 
   it("has expired once the exchange outlasted any request to the provider, and a later answer stores nothing", async () => {
     const before = await tokenCount();
-    const f = await exchanging();
+    const revoked = server.revocations.length;
+    const f = await exchanging(undefined, "revocable");
     // As if the process exchanging the code had died long ago: the flow must not stay pending.
     await t.app.db.prisma.oAuthFlow.update({ where: { id: f.authId }, data: { expiresAt: new Date(Date.now() - 3600_000) } });
     const expired = await wait(f.authId, 0);
@@ -141,8 +143,30 @@ describe("a flow whose time runs out while its code is exchanged", () => {
     expect(late.body.detail).toMatch(new RegExp(`^Authorization ${f.authId} expired at `));
     expect(await tokenCount()).toBe(before);
     expect(await storedStatus(f.authId)).toBe("expired");
+    // The tokens the provider issued all the same are kept by no one: they are revoked there.
+    expect(server.revocations.slice(revoked)).toEqual(["refresh_token"]);
     const waited = await f.waiting;
     expect(waited.status).toBe(400);
     expect(waited.body.detail).toMatch(/expired/);
+  });
+});
+
+describe("a provider deleted while a code of its is exchanged", () => {
+  it("ends the callback in a 400 that says so, stores nothing and revokes what the provider issued", async () => {
+    await addProvider(t, server, ws.apiKey, "doomed", { revocation_url: `${server.issuer}/token/revocation` });
+    const before = await tokenCount();
+    const f = await exchanging(undefined, "doomed");
+    const deleted = await t.request("DELETE", "/v2/auth/providers/doomed", { key: ws.apiKey });
+    expect(deleted.status, deleted.text).toBe(200);
+    const revoked = server.revocations.length;
+
+    f.hold.release();
+    const late = await f.callback;
+    expect(late.status, late.text).toBe(400);
+    expect(late.body.detail).toMatch(/^The OAuth provider 'doomed' was deleted while the authorization code was exchanged: nothing was kept/);
+    expect(await tokenCount()).toBe(before);
+    expect(server.revocations.slice(revoked)).toEqual(["refresh_token"]);
+    // The flow went with its provider: a waiter learns that it no longer exists.
+    expect((await wait(f.authId, 0)).body).toEqual({ status: "not_found", token: null });
   });
 });

@@ -1,0 +1,105 @@
+import { createServer, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REVOCATION_CONCURRENCY } from "../../src/core/oauth-tokens.js";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { tenantOf } from "../support/fixtures.js";
+import { OAUTH_ENV, storeToken } from "../support/oauth.js";
+import { waitFor } from "../support/wait.js";
+
+/**
+ * Deleting a provider forgets its tokens at once and revokes them at the provider a few at a time,
+ * for a bounded time: a provider with many tokens, slow or not answering at all, cannot hold the
+ * deletion (or the connections it opens) without end.
+ */
+
+/** A revocation endpoint that holds every request until the test lets it answer. */
+function revocationEndpoint() {
+  const held: ServerResponse[] = [];
+  let answering = false;
+  const state = { arrived: 0, inFlight: 0, maxInFlight: 0 };
+  const server = createServer((req, res) => {
+    state.arrived++;
+    state.inFlight++;
+    state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
+    res.on("close", () => state.inFlight--);
+    req.resume();
+    req.on("end", () => (answering ? res.end() : held.push(res)));
+  });
+  return {
+    state,
+    server,
+    listen: () => new Promise<string>((resolve) => server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}/revoke`))),
+    /** Answers 200 to every held request and to every later one. */
+    answer() {
+      answering = true;
+      for (const res of held.splice(0)) res.end();
+    },
+    close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      return closed;
+    },
+  };
+}
+
+let t: TestApp;
+let ws: NewWorkspace;
+
+beforeAll(async () => {
+  t = await startTestApp({ ...OAUTH_ENV, PIPELINE_WORKER: "off" });
+  ws = await t.workspace();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/** A provider whose revocation endpoint is `revocationUrl`, holding `count` tokens. */
+async function providerWithTokens(providerId: string, revocationUrl: string, count: number) {
+  const created = await t.request("POST", "/v2/auth/providers", {
+    key: ws.apiKey,
+    body: { provider_id: providerId, name: providerId, client_id: "client", auth_url: "http://127.0.0.1:9/auth", token_url: "http://127.0.0.1:9/token", revocation_url: revocationUrl },
+  });
+  expect(created.status, created.text).toBe(200);
+  const tenant = await tenantOf(t, ws.apiKey);
+  for (let i = 0; i < count; i++) await storeToken(t, ws.apiKey, { providerId, tenant });
+}
+
+const tokensOf = (providerId: string) => t.app.db.prisma.oAuthToken.count({ where: { providerId } });
+
+describe("deleting a provider with many tokens", () => {
+  it(`revokes them ${REVOCATION_CONCURRENCY} at a time, all of them, once forgotten here`, async () => {
+    const endpoint = revocationEndpoint();
+    try {
+      await providerWithTokens("many", await endpoint.listen(), 3 * REVOCATION_CONCURRENCY);
+      const deleting = t.request("DELETE", "/v2/auth/providers/many", { key: ws.apiKey });
+      await waitFor(() => endpoint.state.inFlight, (n) => n === REVOCATION_CONCURRENCY, { what: "a full set of revocations in flight" });
+      // Forgotten before any revocation answered.
+      expect(await tokensOf("many")).toBe(0);
+      endpoint.answer();
+      const deleted = await deleting;
+      expect(deleted.status, deleted.text).toBe(200);
+      expect(deleted.body).toEqual({ provider_id: "many", deleted: true, deleted_tokens: 3 * REVOCATION_CONCURRENCY });
+      expect(endpoint.state).toMatchObject({ arrived: 3 * REVOCATION_CONCURRENCY, maxInFlight: REVOCATION_CONCURRENCY });
+    } finally {
+      await endpoint.close();
+    }
+  });
+
+  it("answers when the provider never does: no revocation starts after the deadline, and the log says which were left", async () => {
+    const endpoint = revocationEndpoint();
+    try {
+      await providerWithTokens("silent", await endpoint.listen(), 2 * REVOCATION_CONCURRENCY);
+      const deleted = await t.request("DELETE", "/v2/auth/providers/silent", { key: ws.apiKey });
+      expect(deleted.status, deleted.text).toBe(200);
+      expect(deleted.body.deleted_tokens).toBe(2 * REVOCATION_CONCURRENCY);
+      expect(await tokensOf("silent")).toBe(0);
+      // Only the first set was sent: each of them is still waiting for its answer.
+      expect(endpoint.state.arrived).toBe(REVOCATION_CONCURRENCY);
+      expect(t.guard.logLines.some((l) => l.includes(`${REVOCATION_CONCURRENCY} tokens were not revoked at their providers in time`) && l.includes('"silent"'))).toBe(true);
+    } finally {
+      await endpoint.close();
+    }
+  });
+});
