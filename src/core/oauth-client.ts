@@ -51,6 +51,12 @@ export interface DiscoveredProvider {
 /** Seconds each request to an OAuth provider may take (the client's `timeoutSeconds` in the service). */
 export const PROVIDER_TIMEOUT_SECONDS = 10;
 
+/**
+ * The most of a provider's answer that is read: token answers and metadata documents are a few KB.
+ * A server sending more (or without end) is cut off there, instead of filling the service's memory.
+ */
+export const MAX_PROVIDER_ANSWER_BYTES = 1024 * 1024;
+
 export interface OAuthClientSettings {
   /** Whether http:// endpoints are allowed (a provider on this machine, tests); https only otherwise. */
   allowHttp: boolean;
@@ -153,6 +159,7 @@ export class OAuthClient {
       // No RFC 9728 metadata (an older MCP server): its own origin is the authorization server. A
       // server that cannot be reached at all fails in the next step, with that said.
       if (isUnreachable(err)) throw unreachable(`the MCP server ${resource.href}`);
+      if (tooLarge(err)) throw answerTooLarge(`the MCP server ${resource.href}`);
       return null;
     }
   }
@@ -165,6 +172,7 @@ export class OAuthClient {
         return await oauth.processDiscoveryResponse(issuer, response);
       } catch (err) {
         if (isUnreachable(err)) throw unreachable(`the authorization server ${issuer.href}`);
+        if (tooLarge(err)) throw answerTooLarge(`the authorization server ${issuer.href}`);
         lastError = err;
       }
     }
@@ -190,12 +198,17 @@ export class OAuthClient {
         : oidc.ClientSecretPost(p.clientSecret);
     const config = new oidc.Configuration(server, p.clientId, undefined, auth);
     config.timeout = this.settings.timeoutSeconds;
+    config[oidc.customFetch] = boundedFetch;
     if (this.settings.allowHttp) oidc.allowInsecureRequests(config);
     return config;
   }
 
   private requestOptions() {
-    return { signal: () => AbortSignal.timeout(this.settings.timeoutSeconds * 1000), [oauth.allowInsecureRequests]: this.settings.allowHttp };
+    return {
+      signal: () => AbortSignal.timeout(this.settings.timeoutSeconds * 1000),
+      [oauth.allowInsecureRequests]: this.settings.allowHttp,
+      [oauth.customFetch]: boundedFetch,
+    };
   }
 
   private call<T>(p: ProviderEndpoints, what: string, run: () => Promise<T>): Promise<T> {
@@ -259,6 +272,49 @@ function isUnreachable(err: unknown): boolean {
 }
 
 const unreachable = (what: string) => new CoreError("UPSTREAM", `Could not reach ${what}: it did not answer. Try again later.`);
+const answerTooLarge = (what: string) => new CoreError("UPSTREAM", `The answer of ${what} was larger than ${MAX_PROVIDER_ANSWER_BYTES} bytes.`);
+
+/** A provider's answer went past MAX_PROVIDER_ANSWER_BYTES (boundedFetch). */
+class AnswerTooLarge extends Error {
+  constructor() {
+    super(`the answer is larger than ${MAX_PROVIDER_ANSWER_BYTES} bytes`);
+  }
+}
+
+/** Whether err, or an error it was caused by (the libraries wrap what reading a body threw), is AnswerTooLarge. */
+function tooLarge(err: unknown, depth = 0): boolean {
+  if (err instanceof AnswerTooLarge) return true;
+  return err instanceof Error && depth < 5 && tooLarge(err.cause, depth + 1);
+}
+
+/** Statuses whose answer has no body (a Response with one cannot be made). */
+const NULL_BODY_STATUSES = new Set([101, 204, 205, 304]);
+
+/**
+ * fetch, as openid-client and oauth4webapi take it (their customFetch), with the answer's body cut
+ * off past MAX_PROVIDER_ANSWER_BYTES: reading more fails with AnswerTooLarge and cancels the
+ * stream, which closes the connection. A Content-Length over the limit fails at once.
+ */
+const boundedFetch: oidc.CustomFetch = async (url, options) => {
+  // The libraries' options are fetch's (their type names a body type of their own).
+  const response = await fetch(url, options as RequestInit);
+  if (!response.body || NULL_BODY_STATUSES.has(response.status)) return response;
+  if (Number(response.headers.get("content-length")) > MAX_PROVIDER_ANSWER_BYTES) {
+    await response.body.cancel();
+    throw new AnswerTooLarge();
+  }
+  let read = 0;
+  const bounded = response.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        read += chunk.byteLength;
+        if (read > MAX_PROVIDER_ANSWER_BYTES) controller.error(new AnswerTooLarge());
+        else controller.enqueue(chunk);
+      },
+    }),
+  );
+  return new Response(bounded, { status: response.status, statusText: response.statusText, headers: response.headers });
+};
 
 function describe(err: unknown): string {
   if (err instanceof oauth.ResponseBodyError || err instanceof oidc.ResponseBodyError) {
@@ -277,6 +333,7 @@ function describe(err: unknown): string {
 export function providerError(what: string, err: unknown): CoreError {
   if (err instanceof CoreError) return err;
   if (isUnreachable(err)) return new CoreError("UPSTREAM", `Could not ${what}: the provider did not answer. Try again later.`);
+  if (tooLarge(err)) return new CoreError("UPSTREAM", `Could not ${what}: its answer was larger than ${MAX_PROVIDER_ANSWER_BYTES} bytes.`);
   const refusal = err instanceof oauth.ResponseBodyError || err instanceof oidc.ResponseBodyError ? err : null;
   if (refusal && refusal.status < 500) return badRequest(`Could not ${what}: the provider refused (${describe(refusal)}).`);
   if (err instanceof oauth.AuthorizationResponseError || err instanceof oidc.AuthorizationResponseError) {
