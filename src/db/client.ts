@@ -47,7 +47,12 @@ export interface OpenOptions {
  * deployment, which queue on its row lock while holding pooled connections, with errors; these
  * give such a burst time to drain, while a lost database still fails fast (a connection error).
  */
-const transactionOptions = { maxWait: 10_000, timeout: 10_000 };
+/**
+ * What every client is made with. Errors are `minimal`: Prisma's other formats quote the calling
+ * code and, for an invalid argument, every value passed (a sealed token, a key's hash), and a 500
+ * logs its error's message.
+ */
+const clientOptions = { transactionOptions: { maxWait: 10_000, timeout: 10_000 }, errorFormat: "minimal", ...statementLogOptions } as const;
 
 export async function openDatabase(config: Config["database"], options: OpenOptions = {}): Promise<Database> {
   return config.kind === "pglite"
@@ -59,7 +64,7 @@ async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Data
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   // One options object: PGlite ignores options that follow an undefined data directory argument.
   const pglite = await PGlite.create({ dataDir: dataDir ?? undefined, ...(snapshot && { loadDataDir: snapshot }) });
-  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPGlite(pglite), transactionOptions, ...statementLogOptions }));
+  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPGlite(pglite), ...clientOptions }));
   return {
     kind: "pglite",
     prisma,
@@ -97,7 +102,7 @@ async function openPostgres(url: string, max: number, logger?: Logger): Promise<
   pool.on("connect", (client) => {
     client.on("error", (err) => logger?.debug({ reason: err.message }, "database: a connection in use was lost"));
   });
-  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPg(pool), transactionOptions, ...statementLogOptions }));
+  const prisma = countStatements(new PrismaClient({ adapter: new PrismaPg(pool), ...clientOptions }));
   return {
     kind: "postgres",
     prisma,
