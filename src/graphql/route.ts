@@ -1,7 +1,9 @@
+import { GraphQLError } from "graphql";
 import { Hono } from "hono";
 import type { ObservedEnv } from "../middleware/access-log.js";
 import { describe, jsonObject } from "../rest/docs.js";
 import { GRAPHQL_PATH } from "./http.js";
+import { refusalAnswer } from "./refusal.js";
 import { type AnswerSink, type GraphQLServer, wholeAnswer } from "./server.js";
 
 const graphqlAnswer = { description: "A GraphQL response ({data, errors}); an event stream for subscriptions asked with Accept: text/event-stream", schema: jsonObject };
@@ -9,7 +11,7 @@ const graphqlAnswer = { description: "A GraphQL response ({data, errors}); an ev
 const graphqlRefusal = (description: string, headers?: Record<string, string>) => ({ description: `A GraphQL response whose one error says: ${description}`, schema: jsonObject, ...(headers && { headers }) });
 
 /**
- * /graphql over HTTP (GET, POST, and CORS preflights): yoga answers, its whole answers sent as bytes
+ * /graphql over HTTP (GET, POST, and CORS preflights; 405 to other methods): yoga answers, its whole answers sent as bytes
  * (wholeAnswer). Described for the REST reference, which lists it with the answers it may give.
  *
  * yoga's handleRequest, not its fetch: fetch rejects as soon as the request's signal aborts (the
@@ -48,6 +50,16 @@ export function graphqlRoute(graphql: GraphQLServer) {
         const answerBytes: AnswerSink = { bytes: null };
         return wholeAnswer(await graphql.handleRequest(c.req.raw, { record: c.get("record"), answerBytes }), answerBytes);
       },
+    ),
+  );
+  // Any other method (after those above, which answer theirs): 405 as GraphQL over HTTP has it, with
+  // Allow, said as a GraphQL error, rather than REST's 404. Not an operation of the reference.
+  route.all(GRAPHQL_PATH, (c) =>
+    refusalAnswer(
+      c.req.raw,
+      new GraphQLError(`GraphQL is served over GET and POST, not ${c.req.method}.`, {
+        extensions: { code: "METHOD_NOT_ALLOWED", http: { status: 405, headers: { Allow: "GET, POST" } } },
+      }),
     ),
   );
   return route;

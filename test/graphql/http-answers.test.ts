@@ -45,6 +45,19 @@ describe("a whole answer over HTTP", () => {
     }
   });
 
+  it("answers another method with 405, the methods allowed, and a GraphQL error, changing nothing", async () => {
+    for (const method of ["PUT", "PATCH", "DELETE"]) {
+      const res = await fetch(`${url}/graphql`, {
+        method,
+        headers: { "x-api-key": ws.apiKey, "content-type": "application/json", accept: "application/graphql-response+json" },
+        body: JSON.stringify({ query: `mutation { deploymentDelete(id: "x") { __typename } }` }),
+      });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get("allow")).toBe("GET, POST");
+      expect(await res.json()).toEqual({ errors: [{ message: `GraphQL is served over GET and POST, not ${method}.`, extensions: { code: "METHOD_NOT_ALLOWED" } }] });
+    }
+  });
+
   it("keeps an error's status and its shape", async () => {
     const res = await post({ query: "query { deployments(first: 1) { nope } }" }, { accept: "application/graphql-response+json" });
     const text = await res.text();
