@@ -198,3 +198,15 @@ function bound(
   const key = { greater_than: inclusive ? "ge" : "gt", less_than: inclusive ? "le" : "lt" }[direction];
   return { type, msg: `Input should be ${words} ${n}`, ctx: { [key]: n } };
 }
+
+/**
+ * What JSON.parse's failure (or its `{message}`) says, without the body: V8 quotes some ten
+ * characters around an unexpected token (`Unexpected token 'h', "…":hunter2}" is not valid JSON`),
+ * which may be a secret a script left unquoted. Its other messages name the fault and its position.
+ */
+export function jsonFault(err: unknown): { error: string; position: number } {
+  const message = typeof err === "object" && err !== null && typeof (err as { message?: unknown }).message === "string" ? (err as { message: string }).message : "";
+  const position = Number(/ at position (\d+)/.exec(message)?.[1] ?? 0);
+  const error = message.startsWith("Unexpected token") || message.includes('"') ? "Unexpected token" : message || "invalid JSON";
+  return { error, position };
+}

@@ -7,6 +7,7 @@ import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { Logger } from "../logger.js";
 import { unavailableAsCoreError } from "../core/prisma-errors.js";
+import { jsonFault } from "../core/validation.js";
 import { createContext, type GraphQLContext } from "./context.js";
 import { toGraphQLError } from "./errors.js";
 import { useRedactedSecrets } from "./redact.js";
@@ -223,6 +224,12 @@ export function maskError(error: unknown, message: string, isDev: boolean): Erro
       : mapped;
   }
   if (error instanceof GraphQLError && isOwnGraphQLError(error)) {
+    // yoga's refusal of a body that is not JSON carries JSON.parse's message, which quotes the body
+    // (a secret left unquoted, say): told as REST tells it (jsonFault), without the text.
+    const parseFault = error.extensions.originalError as { name?: unknown } | undefined;
+    if (parseFault?.name === "SyntaxError") {
+      return new GraphQLError(error.message, { extensions: { ...error.extensions, originalError: { name: "SyntaxError", message: jsonFault(parseFault).error } } });
+    }
     if (error.extensions.code) return error;
     return new GraphQLError(error.message, {
       nodes: error.nodes,

@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import type { z } from "zod";
 import type { Tenant } from "../core/auth.js";
 import { invalid } from "../core/errors.js";
-import { parseInput } from "../core/validation.js";
+import { jsonFault, parseInput } from "../core/validation.js";
 import { isoString } from "../time.js";
 
 export type Env = { Variables: { tenant: Tenant } };
@@ -17,17 +17,11 @@ export async function readJson(c: Context): Promise<unknown> {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw invalid([
-      {
-        loc: ["body", 0],
-        msg: "JSON decode error",
-        type: "json_invalid",
-        input: {},
-        ctx: { error: err instanceof Error ? err.message : "invalid JSON" },
-      },
-    ]);
+    const { error, position } = jsonFault(err);
+    throw invalid([{ loc: ["body", position], msg: "JSON decode error", type: "json_invalid", input: {}, ctx: { error } }]);
   }
 }
+
 
 export const pathParams = <S extends z.ZodType>(c: Context, schema: S): z.output<S> =>
   parseInput(schema, c.req.param(), "path");

@@ -134,7 +134,7 @@ describe("bad requests", () => {
   it("answer malformed JSON with 422 and ids that are not UUIDs with 422", async () => {
     const res = await t.request("POST", buildLogsPath(x), { key: ws.apiKey, rawBody: "{", headers: { "content-type": "application/json" } });
     expect(res.status).toBe(422);
-    expect(res.body.detail[0]).toMatchObject({ loc: ["body", 0], type: "json_invalid" });
+    expect(res.body.detail[0]).toMatchObject({ loc: ["body", 1], type: "json_invalid" });
     const bad = await t.request("POST", `/v1/projects/not-a-uuid/revisions/${x.revisionId}/build_logs`, { key: ws.apiKey, body: {} });
     expect(bad.status).toBe(422);
     expect(bad.body.detail[0]).toMatchObject({ loc: ["path", "deployment_id"], type: "uuid_parsing" });

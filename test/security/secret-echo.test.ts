@@ -35,6 +35,9 @@ function shapes(secret: string): [string, string][] {
     ["a secrets list inside a secret", JSON.stringify({ ...body, source: "nope", secrets: [{ name: "A", value: body.secrets }] })],
     ["secrets keyed by name", JSON.stringify({ ...body, secrets: { API_TOKEN: secret } })],
     ["a bare secret string", JSON.stringify(secret)],
+    // Not JSON at all: a script that put the secret in unquoted. JSON.parse's message quotes the body around the fault.
+    ["a secret left unquoted", JSON.stringify(body).replace(JSON.stringify(secret), secret)],
+    ["a secret cut short", JSON.stringify(body).slice(0, JSON.stringify(body).indexOf(secret) + secret.length)],
   ];
 }
 
@@ -58,7 +61,8 @@ describe("422 answers to bodies carrying secrets", () => {
         });
         expect(res.status, `${shape}: ${res.text}`).toBe(422);
         expect(res.body.detail.length, shape).toBeGreaterThan(0);
-        expect(res.text, shape).not.toContain(secret);
+        // Not even its start: a parser quotes some ten characters around a fault.
+        expect(res.text, shape).not.toContain(secret.slice(0, 8));
         // The replay is the stored answer: the same, and as clean.
         if (route.method === "POST") {
           const again = await t.request(route.method, path(), {
@@ -79,6 +83,15 @@ describe("422 answers to bodies carrying secrets", () => {
       await t.assertNoLeaks();
     });
   }
+
+  it("POST /graphql: a body that is not JSON is refused without quoting it", async () => {
+    const secret = t.guard.secret();
+    const raw = `{"query":"mutation($i: DeploymentCreateInput!){ deploymentCreate(input: $i) { __typename } }","variables":{"i":{"secrets":[{"name":"A","value":${secret}}]}}}`;
+    const res = await t.request("POST", "/graphql", { key: ws.apiKey, rawBody: raw, headers: { "content-type": "application/json" } });
+    expect(res.status).toBe(400);
+    expect(res.body.errors[0]).toMatchObject({ message: "POST body sent invalid JSON.", extensions: { code: "BAD_REQUEST" } });
+    expect(res.text).not.toContain(secret.slice(0, 6));
+  });
 
   it("still quotes plain values where no secret belongs; objects and lists not, in a body that carries secrets", async () => {
     const res = await t.request("POST", "/v2/deployments", {
