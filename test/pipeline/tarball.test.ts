@@ -2,7 +2,9 @@ import { randomBytes } from "node:crypto";
 import { gzipSync } from "node:zlib";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { isStorable } from "../../src/core/validation.js";
-import { inspectTarball, readGraphs } from "../../src/pipeline/checks/tarball.js";
+import { buffer } from "node:stream/consumers";
+import { pack } from "tar-stream";
+import { inspectTarball, LISTED_NAME_BYTES, MAX_ENTRIES, MAX_NAME_BYTES, readGraphs } from "../../src/pipeline/checks/tarball.js";
 import { tarOf } from "../support/registry.js";
 import { waitFor } from "../support/wait.js";
 
@@ -177,6 +179,38 @@ describe("what inspectTarball keeps is storable text", () => {
     const found = await inspect({ "é\u0000.py": "x = 1\n", "langgraph.json": '{"graphs": {"a": "./a.py:g"}}' });
     expect(found).toMatchObject({ ok: false, message: "it holds a file whose name is not valid text: it holds a NUL (\\u0000) character" });
     expect(strings(found).every(isStorable)).toBe(true);
+  });
+
+  it("fails a tarball with an entry name longer than a file system takes (a header may carry megabytes)", async () => {
+    for (const name of [`d/${"n".repeat(MAX_NAME_BYTES)}`, `${"é".repeat(MAX_NAME_BYTES / 2)}/`]) {
+      const found = await inspect({ "langgraph.json": '{"graphs": {"a": "./a.py:g"}}', [name]: "" });
+      expect(found).toEqual({ ok: false, message: `it holds an entry whose name is longer than ${MAX_NAME_BYTES} bytes` });
+    }
+  });
+
+  it("fails a tarball with more entries than MAX_ENTRIES, whatever their kind", async () => {
+    // One directory's header block, over and over: a tarball of nothing but entries, a few hundred KB gzipped.
+    const archive = pack();
+    const packed = buffer(archive);
+    archive.entry({ name: "d/", type: "directory" });
+    archive.finalize();
+    const header = (await packed).subarray(0, 512);
+    const tarball = gzipSync(Buffer.concat(Array.from({ length: MAX_ENTRIES + 1 }, () => header)));
+    const found = await inspectTarball((async function* () { yield tarball; })(), "langgraph.json", never);
+    expect(found).toEqual({ ok: false, message: `it holds more than ${MAX_ENTRIES} entries` });
+  });
+
+  it("lists the first files up to LISTED_NAME_BYTES of names, counting them all", async () => {
+    const files: Record<string, string> = { "langgraph.json": '{"graphs": {"a": "./a.py:g"}}' };
+    const long = (i: number) => `${String(i).padStart(3, "0")}/${"n".repeat(MAX_NAME_BYTES - 4)}`;
+    for (let i = 0; i < 30; i++) files[long(i)] = "";
+    files["short.py"] = "";
+    const found = await inspect(files);
+    expect(found.ok).toBe(true);
+    if (!found.ok) return;
+    expect(found.report.file_count).toBe(32);
+    const listed = Math.floor((LISTED_NAME_BYTES - "langgraph.json".length) / MAX_NAME_BYTES);
+    expect(found.report.files).toEqual(["langgraph.json", ...Array.from({ length: listed }, (_, i) => long(i))]);
   });
 
   it("readGraphs keeps storable names as they are", () => {

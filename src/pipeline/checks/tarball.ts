@@ -7,14 +7,19 @@ import { isStorable } from "../../core/validation.js";
 /** A tarball unpacking to more than this is refused (a gzip bomb is small until opened). */
 export const MAX_UNPACKED_BYTES = 2 * 1024 * 1024 * 1024;
 export const MAX_FILES = 100_000;
+/** Entries of any kind (directories, links…): each costs a header to read, and a gzip of empty ones is tiny. */
+export const MAX_ENTRIES = 2 * MAX_FILES;
 /** The framework configuration is read only up to this size. */
 export const MAX_CONFIG_BYTES = 1024 * 1024;
-/** How many file names the report keeps (the count is always exact). */
+/** How many file names the report keeps (the count is always exact), and how many bytes of names in all. */
 export const LISTED_FILES = 200;
+export const LISTED_NAME_BYTES = 64 * 1024;
+/** The longest entry name taken: Linux's PATH_MAX. A tar header may carry megabytes of name; no file system can unpack one. */
+export const MAX_NAME_BYTES = 4096;
 
 export interface TarballReport {
   file_count: number;
-  /** The first LISTED_FILES regular files, as named in the tarball (without a leading ./). */
+  /** The first regular files, as named in the tarball (without a leading ./): LISTED_FILES, or fewer once their names reach LISTED_NAME_BYTES. */
   files: string[];
   unpacked_bytes: number;
   framework_config_path: string;
@@ -39,6 +44,9 @@ export const normalizeEntry = (name: string) => name.replace(/^(\.\/|\/)+/, "");
 export async function inspectTarball(body: AsyncIterable<Uint8Array>, configPath: string, signal: AbortSignal): Promise<TarballInspection> {
   const wanted = normalizeEntry(configPath);
   const files: string[] = [];
+  let listedBytes = 0;
+  let listing = true;
+  let entryCount = 0;
   let fileCount = 0;
   let unpacked = 0;
   let config: Buffer | null = null;
@@ -62,6 +70,9 @@ export async function inspectTarball(body: AsyncIterable<Uint8Array>, configPath
   try {
     for await (const entry of tar) {
       const { name, size = 0, type } = entry.header;
+      if (++entryCount > MAX_ENTRIES) return { ok: false, message: `it holds more than ${MAX_ENTRIES} entries` };
+      const nameBytes = Buffer.byteLength(name);
+      if (nameBytes > MAX_NAME_BYTES) return { ok: false, message: `it holds an entry whose name is longer than ${MAX_NAME_BYTES} bytes` };
       unpacked += size;
       if (unpacked > MAX_UNPACKED_BYTES) return { ok: false, message: `it unpacks to more than ${MAX_UNPACKED_BYTES} bytes` };
       if (type === "file" || type === "contiguous-file") {
@@ -70,7 +81,12 @@ export async function inspectTarball(body: AsyncIterable<Uint8Array>, configPath
         const path = normalizeEntry(name);
         const bad = notText(path);
         if (bad) return { ok: false, message: `it holds a file whose name is not valid text: ${bad}` };
-        if (files.length < LISTED_FILES) files.push(path);
+        // The first files, in order: the list ends at the first name that does not fit.
+        listing &&= files.length < LISTED_FILES && listedBytes + nameBytes <= LISTED_NAME_BYTES;
+        if (listing) {
+          files.push(path);
+          listedBytes += nameBytes;
+        }
         if (path === wanted && config === null) {
           if (size > MAX_CONFIG_BYTES) return { ok: false, message: `${configPath} is larger than ${MAX_CONFIG_BYTES} bytes` };
           config = await readAll(entry);
