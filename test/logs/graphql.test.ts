@@ -90,8 +90,9 @@ describe("Revision.buildLogs", () => {
     expect(crossed.errors?.[0]).toMatchObject({ message: expect.stringContaining("end_time must not be before start_time"), extensions: { code: "BAD_USER_INPUT" } });
   });
 
-  it("refuses bounds before year 1 as bad input, not as an unexpected error", async () => {
-    for (const startTime of ["0000-01-01T00:00:00Z", "0001-01-01T00:00:00+23:59"]) {
+  it("refuses bounds before year 1, and dates and times that do not exist, as bad input (as REST does)", async () => {
+    // Date.parse rolls 2026-02-30 over into March, and 24:00 into the next day.
+    for (const startTime of ["0000-01-01T00:00:00Z", "0001-01-01T00:00:00+23:59", "2026-02-30T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T12:60:00Z"]) {
       const res = await gql(t, ws.apiKey, LOGS, { id: globalId("Revision", x.revisionId), filter: { startTime } });
       expect(res.errors?.[0]?.extensions?.code, startTime).toBe("BAD_USER_INPUT");
       expect(res.errors?.[0]?.message, startTime).toMatch(/DateTime/);

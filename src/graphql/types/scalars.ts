@@ -1,16 +1,18 @@
 import { GraphQLError, Kind, type ValueNode } from "graphql";
-import { EARLIEST_INSTANT_MS, isoString } from "../../time.js";
+import { parseInstant } from "../../core/schemas/logs.js";
+import { isoString } from "../../time.js";
 import { builder } from "../builder.js";
 
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
 function parseDateTime(value: unknown): Date {
-  const at = typeof value === "string" && ISO_DATE_TIME.test(value) ? Date.parse(value) : NaN;
-  // NaN fails this too; so does an instant before year 1 (an offset can take year 1's first hours there).
-  if (!(at >= EARLIEST_INSTANT_MS)) {
+  // parseInstant, as REST reads its bounds: a date or time that does not exist (2026-02-30, 24:00),
+  // which Date.parse would roll over, is refused, and so is an instant before year 1.
+  const at = typeof value === "string" && ISO_DATE_TIME.test(value) ? parseInstant(value) : null;
+  if (!at) {
     throw new GraphQLError("DateTime must be an ISO 8601 date-time string such as 2024-01-31T12:00:00Z, no earlier than 0001-01-01T00:00:00Z");
   }
-  return new Date(at);
+  return at;
 }
 
 builder.scalarType("DateTime", {
