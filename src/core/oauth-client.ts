@@ -1,8 +1,9 @@
 import * as oauth from "oauth4webapi";
 import * as oidc from "openid-client";
+import type { z } from "zod";
 import { badRequest, CoreError } from "./errors.js";
 import { isStorable } from "./validation.js";
-import { endpointUrl } from "./schemas/oauth.js";
+import { endpointUrl, providerCreateSchema, TOKEN_ENDPOINT_AUTH_METHODS } from "./schemas/oauth.js";
 
 /**
  * This service as an OAuth 2.0 client of the providers a workspace configures, over panva's
@@ -137,14 +138,28 @@ export class OAuthClient {
         ),
       ),
     );
+    // Stored as a provider's client: held to what a provider created by hand must give (a value PostgreSQL
+    // cannot store was a 500, an unbounded one was served by every read). Named, never quoted: it may be a secret.
+    const byHand = providerCreateSchema(this.settings.allowHttp).shape;
+    const acceptable = <T>(field: string, rule: string, schema: z.ZodType<T>, value: unknown): T => {
+      const parsed = schema.safeParse(value);
+      if (parsed.success && (typeof parsed.data !== "string" || isStorable(parsed.data))) return parsed.data;
+      throw new CoreError("UPSTREAM", `The authorization server ${as.issuer} of ${where} registered a client whose ${field} is not one a provider can have (${rule}).`);
+    };
     return {
       issuer: as.issuer,
       authUrl: as.authorization_endpoint,
       tokenUrl: as.token_endpoint,
       revocationUrl: as.revocation_endpoint ?? null,
-      clientId: client.client_id,
-      clientSecret: typeof client.client_secret === "string" ? client.client_secret : null,
-      tokenEndpointAuthMethod: typeof client.token_endpoint_auth_method === "string" ? client.token_endpoint_auth_method : method,
+      clientId: acceptable("client_id", "1 to 1000 printable characters", byHand.client_id, client.client_id),
+      clientSecret: acceptable("client_secret", "1 to 4096 characters", byHand.client_secret, client.client_secret) ?? null,
+      // Not said: the method asked for.
+      tokenEndpointAuthMethod: acceptable(
+        "token_endpoint_auth_method",
+        `one of ${TOKEN_ENDPOINT_AUTH_METHODS.join(", ")}`,
+        byHand.token_endpoint_auth_method,
+        client.token_endpoint_auth_method ?? method,
+      ),
       // MCP requires PKCE of every client; S256 is what servers support.
       usesPkce: true,
     };

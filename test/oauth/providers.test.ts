@@ -198,4 +198,46 @@ describe("mcp-discover", () => {
     }
     expect((await t.request("GET", "/v2/auth/providers", { key: ws.apiKey })).body).toEqual([]);
   });
+
+  it("answers 502 to a registered client a provider created by hand could not have, naming the value without quoting it, and stores nothing", async () => {
+    // Its own authorization server, whose RFC 7591 registration answers what the test chooses.
+    let registered: Record<string, unknown> = {};
+    const hostile = createServer((req, res) => {
+      const url = req.url ?? "";
+      const body = url.startsWith("/.well-known/oauth-authorization-server")
+        ? { issuer: base, authorization_endpoint: `${base}/auth`, token_endpoint: `${base}/token`, registration_endpoint: `${base}/reg` }
+        : url.startsWith("/reg")
+          ? registered
+          : null;
+      res.writeHead(body === null ? 404 : url.startsWith("/reg") ? 201 : 200, { "content-type": "application/json" });
+      res.end(JSON.stringify(body ?? {}));
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, "127.0.0.1", resolve));
+    const base = `http://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
+    // Secrets the server hands out: the guard fails the test if one shows in an answer or a log line.
+    const longSecret = t.guard.secret(`${"s".repeat(5000)}-${Date.now()}`);
+    const nulSecret = t.guard.secret(`nul\u0000secret-${Date.now()}`);
+    try {
+      for (const [field, answer] of [
+        // PostgreSQL cannot store a NUL: it was a 500.
+        ["client_id", { client_id: "abc\u0000def", token_endpoint_auth_method: "none" }],
+        // A hand-made provider's client_id is at most 1000 printable characters: this one was stored, and served by every read.
+        ["client_id", { client_id: "x".repeat(900_000), token_endpoint_auth_method: "none" }],
+        ["client_id", { client_id: "two words", token_endpoint_auth_method: "none" }],
+        ["client_secret", { client_id: "ok", client_secret: longSecret, client_secret_expires_at: 0, token_endpoint_auth_method: "client_secret_post" }],
+        ["client_secret", { client_id: "ok", client_secret: nulSecret, client_secret_expires_at: 0, token_endpoint_auth_method: "client_secret_post" }],
+        ["token_endpoint_auth_method", { client_id: "ok", token_endpoint_auth_method: "private_key_jwt" }],
+        ["token_endpoint_auth_method", { client_id: "ok", token_endpoint_auth_method: 7 }],
+      ] as const) {
+        registered = answer;
+        const res = await t.request("POST", "/v2/auth/providers/mcp-discover", { key: ws.apiKey, body: { provider_id: "hostile", name: "Hostile", mcp_server_url: `${base}/mcp` } });
+        expect(res.status, `${field}: ${res.text.slice(0, 300)}`).toBe(502);
+        expect(res.body).toEqual({ detail: expect.stringContaining(`registered a client whose ${field} `) });
+        expect(res.body.detail, field).not.toMatch(/abc|xxxx|two words|private_key_jwt/);
+      }
+    } finally {
+      await new Promise<void>((resolve) => hostile.close(() => resolve()));
+    }
+    expect((await t.request("GET", "/v2/auth/providers", { key: ws.apiKey })).body).toEqual([]);
+  });
 });
