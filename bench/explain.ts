@@ -60,7 +60,8 @@ async function fillOtherWorkspaces(db: BenchDatabase, workspaceId: string) {
     );
   await copy("listeners", { compute_id: "t.compute_id || '-' || g" });
   await copy("codehost_installations", { installation_id: "t.installation_id + g" });
-  await copy("agent_connections", { oauth_token_id: "t.oauth_token_id || '-' || g" });
+  // Each copy names the same token (the key to oauth_tokens holds), for another agent.
+  await copy("agent_connections", { agent_id: "t.agent_id || '-' || g" });
   await db.query("ANALYZE");
 }
 

@@ -4,7 +4,7 @@ import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { conflict, notFound } from "./errors.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
-import { isUniqueViolation } from "./prisma-errors.js";
+import { isUniqueViolation, violatedForeignKey } from "./prisma-errors.js";
 import type { TokenVault } from "./oauth-tokens.js";
 import { parseInput } from "./validation.js";
 
@@ -55,7 +55,8 @@ export class ConnectionService {
   /**
    * Connects one of the caller's OAuth tokens to the agent: its provider, account label, scopes and
    * expiry are the token's (and follow it when it is refreshed or relabelled). A token that is not
-   * the caller's, in this workspace, is not found.
+   * the caller's, in this workspace, is not found; so is one deleted meanwhile (the foreign key to
+   * oauth_tokens: a connection never outlives its token).
    */
   async create(tenant: Tenant, agentId: string, body: unknown): Promise<AgentConnection> {
     const input = parseInput(connectionCreateSchema, body, "body");
@@ -78,6 +79,8 @@ export class ConnectionService {
       if (isUniqueViolation(err)) {
         throw conflict(`OAuth token '${input.oauth_token_id}' is already connected to agent '${agentId}'.`);
       }
+      // The token was deleted after it was read: the insert waited for that deletion to commit.
+      if (violatedForeignKey(err) === "agent_connections_oauth_token_id_fkey") throw notFound("OAuth token", input.oauth_token_id, ["body", "oauth_token_id"]);
       throw err;
     }
   }

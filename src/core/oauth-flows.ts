@@ -10,6 +10,7 @@ import { FlowWaits, type WaitResult } from "./oauth-flow-waits.js";
 import { endpointsOf, type OAuthSettings, type ProviderService, redirectUri } from "./oauth-providers.js";
 import type { TokenVault } from "./oauth-tokens.js";
 import { authenticateSchema, type CallbackQuery, callbackQuerySchema, finalizeSchema } from "./schemas/oauth.js";
+import { violatedForeignKey } from "./prisma-errors.js";
 import { parseInput } from "./validation.js";
 
 export { type FlowStatus, flowStatus, type OAuthFlow } from "./oauth-flow-store.js";
@@ -127,20 +128,27 @@ export class FlowService {
     const redirect = redirectUri(this.settings, origin, provider.providerId);
     // Flows that ended long ago, of any workspace, are of no use to anyone: each new flow sweeps them.
     await this.deps.prisma.oAuthFlow.deleteMany({ where: { expiresAt: { lt: new Date(Date.now() - KEEP_EXPIRED_MS) } } });
-    const flow = await this.deps.data(tenant).oAuthFlow.create({
-      data: {
-        workspaceId: tenant.workspaceId,
-        oauthProviderId: provider.id,
-        owner: tenant.actor,
-        stateHash: sha256(state),
-        codeVerifier: verifier ? this.deps.secrets.seal(verifier) : null,
-        redirectUri: redirect,
-        scopes,
-        isDefault,
-        status: "pending",
-        expiresAt: new Date(Date.now() + this.settings.flowTtlSeconds * 1000),
-      },
-    });
+    const flow = await this.deps
+      .data(tenant)
+      .oAuthFlow.create({
+        data: {
+          workspaceId: tenant.workspaceId,
+          oauthProviderId: provider.id,
+          owner: tenant.actor,
+          stateHash: sha256(state),
+          codeVerifier: verifier ? this.deps.secrets.seal(verifier) : null,
+          redirectUri: redirect,
+          scopes,
+          isDefault,
+          status: "pending",
+          expiresAt: new Date(Date.now() + this.settings.flowTtlSeconds * 1000),
+        },
+      })
+      .catch((err: unknown) => {
+        // The provider was deleted since authenticate read it (with its tokens, the one handed out too).
+        if (violatedForeignKey(err) === "oauth_flows_oauth_provider_id_fkey") throw notFound("Provider", provider.providerId, ["body", "provider"]);
+        throw err;
+      });
     const method = provider.codeChallengeMethod === "plain" ? "plain" : "S256";
     const url = this.client.authorizationUrl(endpointsOf(this.deps.secrets, provider), {
       redirect_uri: redirect,

@@ -146,7 +146,9 @@ export class ProviderService {
     const provider = await this.get(tenant, providerId);
     const taken = await this.deps.data(tenant).$transaction(async (tx) => {
       // Locked first: a code exchange storing its token now waits for this to commit, then finds the provider gone.
-      await tx.$queryRaw`SELECT id FROM oauth_providers WHERE id = ${provider.id}::uuid FOR UPDATE`;
+      const locked = await tx.$queryRaw<unknown[]>`SELECT id FROM oauth_providers WHERE id = ${provider.id}::uuid FOR UPDATE`;
+      // Gone since it was read: another deletion took it (and its tokens) first; this one deleted nothing.
+      if (locked.length === 0) throw notFound("Provider", providerId);
       const tokens = await this.vault.take(tx, { oauthProviderId: provider.id });
       await tx.oAuthProvider.deleteMany({ where: { id: provider.id } });
       return tokens;

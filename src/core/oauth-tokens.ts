@@ -1,12 +1,14 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import pMap from "p-map";
 import type { OAuthProvider, OAuthToken, Prisma } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { CoreError, notFound } from "./errors.js";
 import { uuidsOnly, inOrder } from "./batch-reads.js";
-import type { OAuthClient, TokenSet } from "./oauth-client.js";
+import { type OAuthClient, PROVIDER_TIMEOUT_SECONDS, type TokenSet } from "./oauth-client.js";
 import { endpointsOf, type OAuthSettings } from "./oauth-providers.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
+import { isRecordMissing } from "./prisma-errors.js";
 import { tokenUpdateSchema } from "./schemas/oauth.js";
 import { parseInput } from "./validation.js";
 
@@ -14,6 +16,15 @@ export type { OAuthToken };
 
 /** A token is refreshed when it expires within this (on the read that hands it out). */
 export const REFRESH_MARGIN_MS = 60_000;
+
+/**
+ * How long a replica's claim to refresh a token holds (freshAccessToken): its request to the provider
+ * ends within PROVIDER_TIMEOUT_SECONDS, and storing the answer takes a moment more. A claim standing
+ * longer is of a replica that stopped mid-refresh: another may take it over.
+ */
+export const REFRESH_CLAIM_MS = (PROVIDER_TIMEOUT_SECONDS + 5) * 1000;
+/** How long a hand-out waits for another replica's refresh of its token: that claim's time, and some. */
+const REFRESH_WAIT_MS = REFRESH_CLAIM_MS + 5_000;
 
 /** Revocations at providers in flight at once, for one deletion. */
 export const REVOCATION_CONCURRENCY = 8;
@@ -52,6 +63,9 @@ export class TokenVault {
     private readonly settings: OAuthSettings,
     private readonly client: OAuthClient,
   ) {}
+
+  /** This process's refreshes in progress, by token id: the hand-outs that come meanwhile share one. */
+  private readonly refreshing = new Map<string, Promise<string | null>>();
 
   /** The caller's own tokens. */
   private mine(tenant: Tenant) {
@@ -95,23 +109,40 @@ export class TokenVault {
   async update(tenant: Tenant, tokenId: string, body: unknown): Promise<OAuthToken> {
     const input = parseInput(tokenUpdateSchema, body, "body");
     const token = await this.get(tenant, tokenId);
-    return this.deps.data(tenant).$transaction(async (tx) => {
-      if (input.is_default === true) await this.clearDefault(tx, tenant, token.oauthProviderId);
-      const updated = await tx.oAuthToken.update({
-        where: { id: token.id },
-        data: {
-          ...(input.provider_account_label !== undefined && { providerAccountLabel: input.provider_account_label }),
-          ...(input.is_default != null && { isDefault: input.is_default }),
-        },
+    try {
+      return await this.deps.data(tenant).$transaction(async (tx) => {
+        if (input.is_default === true) await this.clearDefault(tx, tenant, token.oauthProviderId);
+        const updated = await tx.oAuthToken.update({
+          where: { id: token.id },
+          data: {
+            ...(input.provider_account_label !== undefined && { providerAccountLabel: input.provider_account_label }),
+            ...(input.is_default != null && { isDefault: input.is_default }),
+          },
+        });
+        await tx.agentConnection.updateMany({ where: { oauthTokenId: token.id }, data: connectionFields(updated) });
+        return updated;
       });
-      await tx.agentConnection.updateMany({ where: { oauthTokenId: token.id }, data: connectionFields(updated) });
-      return updated;
-    });
+    } catch (err) {
+      // Deleted by another request since it was read: gone, as get() would have said; nothing was changed.
+      if (isRecordMissing(err)) throw notFound("OAuth token", tokenId);
+      throw err;
+    }
   }
 
+  /** One token: 404 unless this request is the one that deleted it (two at once: the other is told it is gone). */
   async delete(tenant: Tenant, tokenId: string): Promise<void> {
     const token = await this.get(tenant, tokenId);
-    await this.revokeAndDelete(tenant, { id: token.id, owner: tenant.actor });
+    const taken = await this.deps.data(tenant).$transaction(async (tx) => {
+      // Locked before it is read again, so that a second deletion waits for the first to commit and
+      // then finds it gone. Its provider first (shared), as a provider's deletion locks the provider
+      // before its tokens: either waits for the other, neither for a lock the other holds.
+      await tx.$queryRaw`SELECT id FROM oauth_providers WHERE id = ${token.oauthProviderId}::uuid FOR KEY SHARE`;
+      const locked = await tx.$queryRaw<unknown[]>`SELECT id FROM oauth_tokens WHERE id = ${token.id}::uuid FOR UPDATE`;
+      const revocations = locked.length === 0 ? [] : await this.take(tx, { id: token.id, owner: tenant.actor });
+      if (revocations.length === 0) throw notFound("OAuth token", tokenId);
+      return revocations;
+    });
+    await this.revoke(taken);
   }
 
   /** DELETE /v2/auth/tokens?provider_id=: the caller's tokens of that provider. */
@@ -166,33 +197,114 @@ export class TokenVault {
   /**
    * The token's access token in plain, for its owner: refreshed first when it expires within
    * REFRESH_MARGIN_MS and a refresh token is held. Null when it has expired and cannot be refreshed
-   * (the provider refused the refresh token, or there is none): the user must authorize again.
+   * (the provider refused the refresh token, or there is none): the user must authorize again; null
+   * too when the token (or its provider, and the token with it) was deleted meanwhile.
+   *
+   * One refresh per token at a time, across replicas: providers rotate refresh tokens, and take one
+   * sent twice for a stolen one (reuse), revoking the whole grant. In this process the hand-outs of a
+   * token share its refresh in progress; across replicas only the one that claims the token
+   * (refresh_claimed_until) sends its refresh token, and the others hand out what it stored.
    */
   async freshAccessToken(tenant: Tenant, token: OAuthToken): Promise<string | null> {
+    if (!token.expiresAt || token.expiresAt.getTime() - Date.now() > REFRESH_MARGIN_MS) return this.deps.secrets.open(token.accessToken);
+    if (!token.refreshToken) return expired(token) ? null : this.deps.secrets.open(token.accessToken);
+    let refresh = this.refreshing.get(token.id);
+    if (!refresh) {
+      const started = this.refreshOnce(tenant, token).finally(() => {
+        if (this.refreshing.get(token.id) === started) this.refreshing.delete(token.id);
+      });
+      this.refreshing.set(token.id, started);
+      refresh = started;
+    }
+    return refresh;
+  }
+
+  /**
+   * freshAccessToken's refresh, once across replicas: claims the token (claimRefresh) and refreshes
+   * it; or, while another replica's claim stands, re-reads the token until that refresh is stored
+   * (and hands out its result) or the claim is given up or runs out (and claims it then). No
+   * transaction is open while the provider is called.
+   */
+  private async refreshOnce(tenant: Tenant, token: OAuthToken): Promise<string | null> {
     const open = (t: OAuthToken) => this.deps.secrets.open(t.accessToken);
-    const expired = (t: OAuthToken) => t.expiresAt !== null && t.expiresAt.getTime() <= Date.now();
-    if (!token.expiresAt || token.expiresAt.getTime() - Date.now() > REFRESH_MARGIN_MS) return open(token);
-    if (!token.refreshToken) return expired(token) ? null : open(token);
-    const provider = await this.deps.data(tenant).oAuthProvider.findUniqueOrThrow({ where: { id: token.oauthProviderId } });
-    const refreshToken = this.deps.secrets.open(token.refreshToken);
+    const provider = await this.deps.data(tenant).oAuthProvider.findUnique({ where: { id: token.oauthProviderId } });
+    // Deleted since the token was read, and so the token with it: as if there were no token.
+    if (!provider) return null;
+    // Whether the stored access token is another than the one read (sealed anew is the same one).
+    const replaced = (now: OAuthToken) => {
+      if (now.accessToken === token.accessToken) return false;
+      const before = this.opened(token.accessToken);
+      return before === null || !this.opensTo(now.accessToken, before);
+    };
+    const deadline = Date.now() + REFRESH_WAIT_MS;
+    let seen = token;
+    for (let pause = 20; ; pause = Math.min(pause * 2, 200)) {
+      const claim = await this.claimRefresh(tenant, seen);
+      if (claim) return this.refreshClaimed(tenant, provider, seen, claim);
+      const now = await this.deps.data(tenant).oAuthToken.findUnique({ where: { id: token.id } });
+      if (!now) return null;
+      // Refreshed by another replica meanwhile: its result is this hand-out's too.
+      if (replaced(now) && !expired(now)) return open(now);
+      if (!now.refreshToken) return expired(now) ? null : open(now);
+      if (Date.now() >= deadline) {
+        // The refresh another replica claimed neither ended nor gave up in time.
+        if (!expired(now)) return open(now);
+        throw new CoreError("UNAVAILABLE", "The OAuth token is being refreshed and the refresh did not end in time; retry shortly.");
+      }
+      // Sealed anew (`npm run secrets:rotate`), or refreshed and expired already: claim it as it is now.
+      if (now.accessToken !== seen.accessToken || now.refreshToken !== seen.refreshToken) {
+        seen = now;
+        continue;
+      }
+      // Another replica's claim stands: its refresh is at the provider.
+      await sleep(pause);
+    }
+  }
+
+  /**
+   * Claims the right to refresh the token as read (compare-and-set, on the database's clock): only
+   * while no other claim stands and the token has not changed since. The claim's end, or null.
+   */
+  private async claimRefresh(tenant: Tenant, token: OAuthToken): Promise<Date | null> {
+    const [claimed] = await this.deps.data(tenant).$queryRaw<{ until: Date }[]>`
+      UPDATE oauth_tokens SET refresh_claimed_until = now() + ${`${REFRESH_CLAIM_MS} milliseconds`}::interval
+      WHERE id = ${token.id}::uuid AND workspace_id = ${tenant.workspaceId}::uuid
+        AND access_token = ${token.accessToken} AND refresh_token = ${token.refreshToken}
+        AND (refresh_claimed_until IS NULL OR refresh_claimed_until <= now())
+      RETURNING refresh_claimed_until AS until`;
+    return claimed?.until ?? null;
+  }
+
+  /** The refresh of a token this hand-out has claimed: at the provider, then stored (which ends the claim). */
+  private async refreshClaimed(tenant: Tenant, provider: OAuthProvider, token: OAuthToken, claim: Date): Promise<string | null> {
+    const open = (t: OAuthToken) => this.deps.secrets.open(t.accessToken);
+    const refreshToken = this.deps.secrets.open(token.refreshToken!);
     let refreshed: TokenSet;
     try {
       refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider), refreshToken);
     } catch (err) {
+      // Given up: another hand-out may try. (Should this fail, the claim runs out by itself.)
+      await this.deps
+        .data(tenant)
+        .oAuthToken.updateMany({ where: { id: token.id, refreshClaimedUntil: claim }, data: { refreshClaimedUntil: null } })
+        .catch(() => {});
       // Another replica may have refreshed it a moment ago (and, with rotation, spent the old refresh token).
       const now = await this.deps.data(tenant).oAuthToken.findUnique({ where: { id: token.id } });
-      if (now && now.refreshToken !== token.refreshToken && !expired(now)) return open(now);
+      if (!now) return null;
+      if (now.refreshToken !== token.refreshToken && !expired(now)) return open(now);
       if (!expired(token)) return open(token);
       if (err instanceof CoreError && err.code === "BAD_REQUEST") return null;
       throw err;
     }
-    // Compare-and-set on the refresh token read: a concurrent refresh that landed first wins.
+    // Compare-and-set on the refresh token read: a concurrent refresh that landed first wins (one
+    // that took over this claim after it ran out). Storing ends the claim.
     const data = {
       accessToken: this.deps.secrets.seal(refreshed.accessToken),
       ...(refreshed.refreshToken && { refreshToken: this.deps.secrets.seal(refreshed.refreshToken) }),
       tokenType: refreshed.tokenType,
       expiresAt: refreshed.expiresAt,
       ...(refreshed.scopes && { scopes: refreshed.scopes }),
+      refreshClaimedUntil: null,
     };
     const updated = await this.deps.data(tenant).$transaction(async (tx) => {
       let { count } = await tx.oAuthToken.updateMany({ where: { id: token.id, refreshToken: token.refreshToken }, data });
@@ -206,7 +318,10 @@ export class TokenVault {
       if (count > 0 && row) await tx.agentConnection.updateMany({ where: { oauthTokenId: token.id }, data: connectionFields(row) });
       return row;
     });
-    return updated ? open(updated) : null;
+    if (updated) return open(updated);
+    // The token was deleted while the provider refreshed it: nothing here keeps what it issued.
+    await this.revoke([this.issued(provider, refreshed)]);
+    return null;
   }
 
   /**
@@ -271,6 +386,15 @@ export class TokenVault {
     }
   }
 
+  /** The plain value of `sealed`, or null if no configured key opens it. */
+  private opened(sealed: string): string | null {
+    try {
+      return this.deps.secrets.open(sealed);
+    } catch {
+      return null;
+    }
+  }
+
   /** Whether `sealed` holds `plain` (false if no configured key opens it). */
   private opensTo(sealed: string, plain: string): boolean {
     try {
@@ -286,3 +410,6 @@ export class TokenVault {
 }
 
 const slackTokens: Prisma.OAuthTokenWhereInput = { provider: { providerType: "slack" } };
+
+/** Whether the token's access token has expired (not only due for its refresh). */
+const expired = (t: OAuthToken) => t.expiresAt !== null && t.expiresAt.getTime() <= Date.now();

@@ -1,7 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp, type TestResponse } from "../support/app.js";
-import { addProvider, OAUTH_ENV, pathOf, TOKEN_ANSWERS } from "../support/oauth.js";
+import { addProvider, authorize, OAUTH_ENV, pathOf, TOKEN_ANSWERS } from "../support/oauth.js";
 import { type OAuthServer, startOAuthServer, type TokenEndpointHold } from "../support/oauth-server.js";
 import { waitFor } from "../support/wait.js";
 
@@ -168,5 +168,59 @@ describe("a provider deleted while a code of its is exchanged", () => {
     expect(server.revocations.slice(revoked)).toEqual(["refresh_token"]);
     // The flow went with its provider: a waiter learns that it no longer exists.
     expect((await wait(f.authId, 0)).body).toEqual({ status: "not_found", token: null });
+  });
+});
+
+describe("a provider deleted while a token of its is handed out", () => {
+  /** A provider with a token of the caller's, due for its refresh (it expires within the refresh margin). */
+  async function dueToken(providerId: string) {
+    await addProvider(t, server, ws.apiKey, providerId);
+    const { callback } = await authorize(t, server, ws.apiKey, providerId, ["openid"]);
+    await t.app.db.prisma.oAuthToken.update({ where: { id: callback.token_id }, data: { expiresAt: new Date(Date.now() + 20_000) } });
+    return callback.token_id as string;
+  }
+  const handOut = (providerId: string) => t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: providerId, scopes: ["openid"] } });
+  const deleteProvider = async (providerId: string) => {
+    const deleted = await t.request("DELETE", `/v2/auth/providers/${providerId}`, { key: ws.apiKey });
+    expect(deleted.status, deleted.text).toBe(200);
+    expect(deleted.body).toMatchObject({ deleted: true, deleted_tokens: 1 });
+  };
+
+  it("answers 404 for the provider when it went after the token was picked, before the refresh", async () => {
+    const tokenId = await dueToken("gone-before");
+    const grants = server.grants.length;
+    // authenticate has picked the token; the DELETE (and its tokens) commits before the refresh reads the provider.
+    const vault = t.app.core.oauthTokens;
+    const pick = vault.pick.bind(vault);
+    const spy = vi.spyOn(vault, "pick").mockImplementationOnce(async (...args) => {
+      const picked = await pick(...args);
+      await deleteProvider("gone-before");
+      return picked;
+    });
+    try {
+      const res = await handOut("gone-before");
+      expect(res.status, res.text).toBe(404);
+      expect(res.body).toEqual({ detail: "Provider ID gone-before not found." });
+    } finally {
+      spy.mockRestore();
+    }
+    expect(server.grants.slice(grants)).toEqual([]);
+    expect(await t.app.db.prisma.oAuthToken.count({ where: { id: tokenId } })).toBe(0);
+    expect(await t.app.db.prisma.oAuthFlow.count({ where: { provider: { providerId: "gone-before" } } })).toBe(0);
+  });
+
+  it("answers 404 for the provider when it went while the refresh was at the provider, and hands out nothing", async () => {
+    const tokenId = await dueToken("gone-during");
+    const hold = server.holdTokenEndpoint();
+    holds.push(hold);
+    const answer = handOut("gone-during");
+    await waitFor(() => hold.arrived, (n) => n >= 1, { what: "the refresh to reach the token endpoint" });
+    await deleteProvider("gone-during");
+    hold.release();
+
+    const res = await answer;
+    expect(res.status, res.text).toBe(404);
+    expect(res.body).toEqual({ detail: "Provider ID gone-during not found." });
+    expect(await t.app.db.prisma.oAuthToken.count({ where: { id: tokenId } })).toBe(0);
   });
 });

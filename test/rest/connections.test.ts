@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { SignJWT } from "jose";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
 import { storeToken } from "../support/oauth.js";
@@ -182,5 +182,53 @@ describe("agent connections", () => {
       const res = await t.request(method, `${path("private-agent")}${suffix}`, { body: method === "POST" ? { oauth_token_id: "x" } : undefined });
       expect(res.status, method).toBe(401);
     }
+  });
+});
+
+describe("a token deleted while it is being connected", () => {
+  const tokenGone = (tokenId: string) => ({ detail: `OAuth token ID ${tokenId} not found.` });
+
+  it("answers 404 when the deletion commits between the token's check and the insert, and leaves no connection", async () => {
+    const mine = await t.workspace();
+    const token = await storeToken(t, mine.apiKey);
+    // The create has found the token; its DELETE (revoking it at the provider) commits before the insert.
+    const byIds = t.app.core.oauthTokens.byIds.bind(t.app.core.oauthTokens);
+    const spy = vi.spyOn(t.app.core.oauthTokens, "byIds").mockImplementationOnce(async (tenant, ids) => {
+      const found = await byIds(tenant, ids);
+      expect((await t.request("DELETE", `/v2/auth/tokens/${token.id}`, { key: mine.apiKey })).status).toBe(204);
+      return found;
+    });
+    try {
+      const res = await connect(mine.apiKey, "late-agent", token.id);
+      expect(res.status, res.text).toBe(404);
+      expect(res.body).toEqual(tokenGone(token.id));
+    } finally {
+      spy.mockRestore();
+    }
+    expect((await t.request("GET", path("late-agent"), { key: mine.apiKey })).body).toEqual({ data: [] });
+    expect(await t.app.db.prisma.agentConnection.count({ where: { oauthTokenId: token.id } })).toBe(0);
+  });
+
+  it("leaves no connection whichever commits first, when both run at once", async () => {
+    const mine = await t.workspace();
+    const token = await storeToken(t, mine.apiKey);
+    const [deleted, connected] = await Promise.all([
+      t.request("DELETE", `/v2/auth/tokens/${token.id}`, { key: mine.apiKey }),
+      connect(mine.apiKey, "racing-agent", token.id),
+    ]);
+    expect(deleted.status).toBe(204);
+    // Created first (and then taken by the deletion), or refused: the token is gone.
+    if (connected.status === 404) expect(connected.body).toEqual(tokenGone(token.id));
+    else expect(connected.status, connected.text).toBe(201);
+    expect((await t.request("GET", path("racing-agent"), { key: mine.apiKey })).body).toEqual({ data: [] });
+  });
+
+  it("goes with its token whatever deletes the token: the database's key, not only the deletion's own sweep", async () => {
+    const mine = await t.workspace();
+    const token = await storeToken(t, mine.apiKey);
+    expect((await connect(mine.apiKey, "keyed-agent", token.id)).status).toBe(201);
+    // As a connection committed after TokenVault.take swept the token's connections, before it deleted the token.
+    await t.app.db.prisma.oAuthToken.delete({ where: { id: token.id } });
+    expect((await t.request("GET", path("keyed-agent"), { key: mine.apiKey })).body).toEqual({ data: [] });
   });
 });
