@@ -337,12 +337,15 @@ export class TokenVault {
 
   /** Deletes the tokens `where` selects and their connections, in the caller's transaction; answers what revoke() needs once it commits. */
   async take(tx: Prisma.TransactionClient, where: Prisma.OAuthTokenWhereInput): Promise<Revocation[]> {
-    const tokens = await tx.oAuthToken.findMany({ where, include: { provider: true } });
-    if (tokens.length === 0) return [];
-    const ids = tokens.map((t) => t.id);
+    const found = await tx.oAuthToken.findMany({ where, include: { provider: true } });
+    if (found.length === 0) return [];
+    const ids = found.map((t) => t.id);
     await tx.agentConnection.deleteMany({ where: { oauthTokenId: { in: ids } } });
-    await tx.oAuthToken.deleteMany({ where: { id: { in: ids } } });
-    return tokens.map((token) => {
+    // Only what this transaction deleted: another deletion that read the same tokens and deleted
+    // them first is waited for, and what it took is its own to count and revoke.
+    const deleted = await tx.$queryRaw<{ id: string }[]>`DELETE FROM oauth_tokens WHERE id = ANY(${ids}::uuid[]) RETURNING id::text AS id`;
+    const mine = new Set(deleted.map((row) => row.id));
+    return found.filter((token) => mine.has(token.id)).map((token) => {
       const [sealed, hint] = token.refreshToken ? [token.refreshToken, "refresh_token" as const] : [token.accessToken, "access_token" as const];
       return { tokenId: token.id, provider: token.provider, hint, value: () => this.deps.secrets.open(sealed) };
     });

@@ -103,3 +103,34 @@ describe("deleting a provider with many tokens", () => {
     }
   });
 });
+
+describe("two deletions of the same tokens at once", () => {
+  // Only PostgreSQL runs two transactions at once (PGlite has one connection).
+  it.skipIf(!process.env.TEST_DATABASE_URL)("count and revoke each token once: the second finds them deleted by the first", async () => {
+    const endpoint = revocationEndpoint();
+    endpoint.answer();
+    const pool = t.app.db.pool!;
+    const blocker = await pool.connect();
+    try {
+      await providerWithTokens("twice", await endpoint.listen(), 3);
+      // A session holds the tokens' rows, so that both deletions read them, then wait at their DELETE.
+      await blocker.query("BEGIN");
+      await blocker.query("SELECT id FROM oauth_tokens WHERE provider_id = 'twice' FOR UPDATE");
+      const deleting = [0, 1].map(() => t.request("DELETE", "/v2/auth/tokens?provider_id=twice", { key: ws.apiKey }));
+      const waiting = async () =>
+        (await pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE%'")).rows[0]!.n;
+      await waitFor(waiting, (n) => n === 2, { what: "both deletions to wait at their DELETE" });
+      await blocker.query("COMMIT");
+      const answers = await Promise.all(deleting);
+      for (const answer of answers) expect(answer.status, answer.text).toBe(200);
+      expect(answers.map((a) => a.body.deleted).sort()).toEqual([0, 3]);
+      expect(await tokensOf("twice")).toBe(0);
+      // Each deletion revoked what it took before it answered.
+      expect(endpoint.state.arrived).toBe(3);
+    } finally {
+      await blocker.query("ROLLBACK").catch(() => {});
+      blocker.release();
+      await endpoint.close();
+    }
+  });
+});
