@@ -129,20 +129,10 @@ export class TokenVault {
     }
   }
 
-  /** One token: 404 unless this request is the one that deleted it (two at once: the other is told it is gone). */
+  /** One token: 404 unless this request is the one that deleted it (two at once: take() gives it to one). */
   async delete(tenant: Tenant, tokenId: string): Promise<void> {
     const token = await this.get(tenant, tokenId);
-    const taken = await this.deps.data(tenant).$transaction(async (tx) => {
-      // Locked before it is read again, so that a second deletion waits for the first to commit and
-      // then finds it gone. Its provider first (shared), as a provider's deletion locks the provider
-      // before its tokens: either waits for the other, neither for a lock the other holds.
-      await tx.$queryRaw`SELECT id FROM oauth_providers WHERE id = ${token.oauthProviderId}::uuid FOR KEY SHARE`;
-      const locked = await tx.$queryRaw<unknown[]>`SELECT id FROM oauth_tokens WHERE id = ${token.id}::uuid FOR UPDATE`;
-      const revocations = locked.length === 0 ? [] : await this.take(tx, { id: token.id, owner: tenant.actor });
-      if (revocations.length === 0) throw notFound("OAuth token", tokenId);
-      return revocations;
-    });
-    await this.revoke(taken);
+    if ((await this.revokeAndDelete(tenant, { id: token.id, owner: tenant.actor })) === 0) throw notFound("OAuth token", tokenId);
   }
 
   /** DELETE /v2/auth/tokens?provider_id=: the caller's tokens of that provider. */
