@@ -11,8 +11,9 @@ const graphqlAnswer = { description: "A GraphQL response ({data, errors}); an ev
 const graphqlRefusal = (description: string, headers?: Record<string, string>) => ({ description: `A GraphQL response whose one error says: ${description}`, schema: jsonObject, ...(headers && { headers }) });
 
 /**
- * /graphql over HTTP (GET, POST, and CORS preflights; 405 to other methods): yoga answers, its whole answers sent as bytes
- * (wholeAnswer). Described for the REST reference, which lists it with the answers it may give.
+ * /graphql over HTTP (GET, POST, and CORS preflights; 405 to other methods): yoga answers, its whole
+ * answers sent as bytes (wholeAnswer). Described for the REST reference, which lists it with the
+ * answers it may give.
  *
  * yoga's handleRequest, not its fetch: fetch rejects as soon as the request's signal aborts (the
  * client went away) and drops whatever yoga answers after that. An SSE subscription's answer holds
