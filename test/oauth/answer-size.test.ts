@@ -1,9 +1,9 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_PROVIDER_ANSWER_BYTES } from "../../src/core/oauth-client.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { closeNow, listenLocally } from "../support/local-server.js";
 import { OAUTH_ENV } from "../support/oauth.js";
 import { waitFor } from "../support/wait.js";
 
@@ -38,12 +38,8 @@ function endlessServer() {
   });
   return {
     sent,
-    listen: () => new Promise<string>((resolve) => server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}`))),
-    close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
-      return closed;
-    },
+    listen: () => listenLocally(server),
+    close: () => closeNow(server),
   };
 }
 

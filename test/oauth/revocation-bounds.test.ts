@@ -1,9 +1,9 @@
 import { createServer, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REVOCATION_CONCURRENCY } from "../../src/core/oauth-tokens.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { closeNow, listenLocally } from "../support/local-server.js";
 import { tenantOf } from "../support/fixtures.js";
 import { OAUTH_ENV, storeToken } from "../support/oauth.js";
 import { waitFor } from "../support/wait.js";
@@ -30,17 +30,13 @@ function revocationEndpoint() {
   return {
     state,
     server,
-    listen: () => new Promise<string>((resolve) => server.listen(0, "127.0.0.1", () => resolve(`http://127.0.0.1:${(server.address() as AddressInfo).port}/revoke`))),
+    listen: () => listenLocally(server, "/revoke"),
     /** Answers 200 to every held request and to every later one. */
     answer() {
       answering = true;
       for (const res of held.splice(0)) res.end();
     },
-    close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeAllConnections();
-      return closed;
-    },
+    close: () => closeNow(server),
   };
 }
 
