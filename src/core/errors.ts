@@ -21,7 +21,9 @@ export type ErrorCode =
   /** A body of a type the endpoint does not take (415). */
   | "UNSUPPORTED_TYPE"
   /** Another service this one called (an OAuth provider) failed or did not answer: 502. */
-  | "UPSTREAM";
+  | "UPSTREAM"
+  /** A live subscriber fell too far behind its feed and was ended (Backlog in feeds.ts): subscribe again. */
+  | "SLOW_CONSUMER";
 
 /** The errors core raises; each face maps them to its own shape (REST status + detail, GraphQL userErrors). */
 export class CoreError extends Error {

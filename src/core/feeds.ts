@@ -1,6 +1,32 @@
 import type { DomainEvent, EventBus, Unsubscribe } from "../events/types.js";
+import { CoreError } from "./errors.js";
 
 type Waiter<T> = { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void };
+
+/**
+ * How far behind its feed one subscriber may fall: what a client that stopped reading (a suspended
+ * laptop, a stuck tab, a hostile caller) can make the server hold for it. Both transports take a
+ * value only once the previous one is written to the socket (graphql-ws awaits each send, and an SSE
+ * answer's stream is read as the socket drains), so a subscriber that stops reading backs up into its
+ * channel's queue. Past the limit the channel drops what it held and ends with overflow().
+ */
+export interface Backlog<T> {
+  /** The most a subscriber's queued values may weigh together. */
+  readonly limit: number;
+  /** What one value weighs (1 for every value: the limit is a count). */
+  weigh(value: T): number;
+  /** What ends a subscriber past the limit. */
+  overflow(): unknown;
+}
+
+/** The changes a subscriber of an object's state may be behind (statuses, revisions): a client that reads is never near it. */
+export const MAX_CHANGES_BEHIND = 1000;
+
+const changesBacklog: Backlog<unknown> = {
+  limit: MAX_CHANGES_BEHIND,
+  weigh: () => 1,
+  overflow: () => new CoreError("SLOW_CONSUMER", `This subscription fell behind by more than ${MAX_CHANGES_BEHIND} changes and was ended; subscribe again for the current state.`),
+};
 
 /**
  * A stream that one side pushes into and the other iterates. Unlike an async generator, return()
@@ -14,9 +40,14 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   private waiter: Waiter<T> | null = null;
   private more: Waiter<T>[] | null = null;
   private failure: unknown = null;
+  /** What the queue weighs (backlog.weigh). */
+  private weight = 0;
   closed = false;
 
-  constructor(private readonly onClose: (channel: Channel<T>) => void) {}
+  constructor(
+    private readonly onClose: (channel: Channel<T>) => void,
+    private readonly backlog?: Backlog<T>,
+  ) {}
 
   push(value: T): void {
     if (this.closed) return;
@@ -24,16 +55,26 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     if (waiter) {
       this.waiter = this.more?.shift() ?? null;
       waiter.resolve({ value, done: false });
-    } else (this.queue ??= []).push(value);
+      return;
+    }
+    if (this.backlog) {
+      this.weight += this.backlog.weigh(value);
+      if (this.weight > this.backlog.limit) return this.overflow(this.backlog);
+    }
+    (this.queue ??= []).push(value);
   }
 
-  /** No more values: a waiting consumer finishes (or fails with `error`) once the queue is drained. */
+  /**
+   * No more values: a waiting consumer finishes (or fails with `error`) once the queue is drained.
+   * The error is told once, then the channel is done, as a generator that threw: yoga's SSE answers
+   * each rejection as one more error event, so a channel rejecting every call streamed errors for ever.
+   */
   end(error?: unknown): void {
     if (this.closed) return;
     this.closed = true;
-    this.failure = error ?? null;
     const waiting = this.waiter ? [this.waiter, ...(this.more ?? [])] : [];
     this.waiter = this.more = null;
+    if (waiting.length === 0) this.failure = error ?? null;
     for (const waiter of waiting) {
       if (error) waiter.reject(error);
       else waiter.resolve({ value: undefined, done: true });
@@ -42,8 +83,16 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   }
 
   next(): Promise<IteratorResult<T>> {
-    if (this.queue && this.queue.length > 0) return Promise.resolve({ value: this.queue.shift()!, done: false });
-    if (this.closed) return this.failure ? Promise.reject(this.failure) : Promise.resolve({ value: undefined, done: true });
+    if (this.queue && this.queue.length > 0) {
+      const value = this.queue.shift()!;
+      if (this.backlog) this.weight -= this.backlog.weigh(value);
+      return Promise.resolve({ value, done: false });
+    }
+    if (this.closed) {
+      const failure = this.failure;
+      this.failure = null;
+      return failure ? Promise.reject(failure) : Promise.resolve({ value: undefined, done: true });
+    }
     return new Promise((resolve, reject) => {
       if (this.waiter) (this.more ??= []).push({ resolve, reject });
       else this.waiter = { resolve, reject };
@@ -54,6 +103,13 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     this.queue = null;
     this.end();
     return Promise.resolve({ value: undefined, done: true });
+  }
+
+  /** Fell too far behind: what it held goes at once, and the consumer is told why it ends. */
+  private overflow(backlog: Backlog<T>): void {
+    this.queue = null;
+    this.weight = 0;
+    this.end(backlog.overflow());
   }
 
   [Symbol.asyncIterator]() {
@@ -174,6 +230,8 @@ export abstract class Feed<T, J = void> {
   private failure: unknown = null;
   /** What a subscriber joining now receives first; undefined: nothing until the next change. */
   protected current: T | undefined = undefined;
+  /** How far behind the feed each subscriber may fall (by default MAX_CHANGES_BEHIND changes). */
+  protected readonly backlog: Backlog<T> = changesBacklog;
   ended = false;
 
   constructor(
@@ -229,7 +287,7 @@ export abstract class Feed<T, J = void> {
       this.holds--;
       throw err;
     }
-    const channel = new Channel<T>(this.leave);
+    const channel = new Channel<T>(this.leave, this.backlog);
     if (!this.failure) this.greet(channel, options);
     if (this.ended) channel.end(this.failure ?? undefined);
     else this.channels.add(channel);

@@ -3,11 +3,12 @@ import { topics } from "../events/types.js";
 import { isTerminal, type RevisionStatus } from "./revision-machine.js";
 import type { Tenant } from "./auth.js";
 import { DELETING } from "./deployment-status.js";
-import { invalid, notFound } from "./errors.js";
-import { type Channel, Feed } from "./feeds.js";
+import { CoreError, invalid, notFound } from "./errors.js";
+import { type Backlog, type Channel, Feed } from "./feeds.js";
 import { linePosition, type LogLine, revisionWindow } from "./log-queries.js";
 import type { Position } from "./pagination.js";
 import type { LogKind } from "./schemas/logs.js";
+import { MAX_MESSAGE_LENGTH } from "./log-writer.js";
 
 /** Lines a subscriber receives first, unless it asks for another number (0 to MAX_TAIL). */
 export const DEFAULT_TAIL = 100;
@@ -15,6 +16,27 @@ export const DEFAULT_TAIL = 100;
 export const MAX_TAIL = 1000;
 /** Lines read per statement when a log grows faster than a feed reads (a feed reads again at once). */
 const BATCH = 1000;
+/** About what a line's id, timestamp, level and framing add to its message in an answer. */
+const LINE_OVERHEAD = 100;
+/** What a line weighs in a subscriber's backlog: about its size in an answer. */
+export const lineWeight = (line: Pick<LogLine, "message">): number => line.message.length + LINE_OVERHEAD;
+/**
+ * How far behind the log a subscriber may fall, by lineWeight (about 31 MiB): room for two greetings
+ * of MAX_TAIL of the longest lines, and for hundreds of thousands of ordinary ones. A subscriber
+ * further behind has stopped reading, or reads slower than the build writes: it is ended
+ * (SLOW_CONSUMER) rather than have the server keep the rest of the log for it.
+ */
+export const LOG_BACKLOG_LIMIT = 2 * MAX_TAIL * (MAX_MESSAGE_LENGTH + LINE_OVERHEAD);
+
+const logBacklog: Backlog<LogLine> = {
+  limit: LOG_BACKLOG_LIMIT,
+  weigh: lineWeight,
+  overflow: () =>
+    new CoreError(
+      "SLOW_CONSUMER",
+      `This subscription fell behind the log by more than ${Math.round(LOG_BACKLOG_LIMIT / 2 ** 20)} MiB and was ended; subscribe again (tail up to ${MAX_TAIL}) or read the log's pages.`,
+    ),
+};
 
 export function checkTail(tail: number): void {
   if (Number.isInteger(tail) && tail >= 0 && tail <= MAX_TAIL) return;
@@ -34,6 +56,7 @@ export class RevisionLogFeed extends Feed<LogLine, number> {
   /** The last MAX_TAIL lines, oldest first: what joining subscribers start from. */
   private recent: LogLine[] = [];
   private last: Position | undefined;
+  protected override readonly backlog = logBacklog;
 
   constructor(
     private readonly prisma: PrismaClient,

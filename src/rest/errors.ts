@@ -14,6 +14,8 @@ const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   TOO_LARGE: 413,
   UNSUPPORTED_TYPE: 415,
   UPSTREAM: 502,
+  // Raised by live feeds only, which REST does not serve; Gone, as a Kubernetes watch that fell behind.
+  SLOW_CONSUMER: 410,
 };
 
 export interface ErrorAnswer {

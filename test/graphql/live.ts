@@ -54,6 +54,9 @@ export function subscribeSse(t: TestApp, credentials: string | Record<string, st
   const messages: Received[] = [];
   const abort = new AbortController();
   let status = 0;
+  // While paused, nothing more is read: the stream backs up as it does for a client that stopped reading.
+  let resumed: Promise<void> = Promise.resolve();
+  let resume = () => {};
   const done = (async () => {
     const response = await t.app.fetch(
       new Request("http://test/graphql", {
@@ -75,6 +78,7 @@ export function subscribeSse(t: TestApp, credentials: string | Record<string, st
     const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
     let buffer = "";
     for (;;) {
+      await resumed;
       const { value, done } = await reader.read();
       if (done) return;
       buffer += value;
@@ -92,6 +96,14 @@ export function subscribeSse(t: TestApp, credentials: string | Record<string, st
       }
     }
   })();
-  return { messages, done, status: () => status, close: () => abort.abort() };
+  return {
+    messages,
+    done,
+    status: () => status,
+    close: () => abort.abort(),
+    /** Stops reading (after the read under way, if any) until resume(). */
+    pause: () => void (resumed = new Promise((r) => (resume = r))),
+    resume: () => resume(),
+  };
 }
 

@@ -7,6 +7,8 @@ import { globalId } from "../graphql/support.js";
 import { newDeployment, stored, type Target, write } from "./support.js";
 import { waitFor } from "../support/wait.js";
 import { Watcher } from "../../src/core/watch.js";
+import { LOG_BACKLOG_LIMIT, lineWeight } from "../../src/core/log-feed.js";
+import { MAX_MESSAGE_LENGTH } from "../../src/core/log-writer.js";
 
 /** revisionLogAppended: the tail of a log, then every new line, live, over graphql-ws and SSE. */
 
@@ -143,6 +145,53 @@ describe("subscribers of one log share one feed", () => {
     const many = await statementsForOneBatch(40);
     expect(one - none).toBe(1);
     expect(many).toBe(one);
+  });
+});
+
+describe("a subscriber that stops reading", () => {
+  it("is ended with SLOW_CONSUMER once it is LOG_BACKLOG_LIMIT behind, not followed for ever; the log's other subscribers go on", { timeout: 120_000 }, async () => {
+    const x = await pausedRevision();
+    try {
+      await write(t, x, [{ message: "first" }]);
+      // Over SSE, read through the app as a browser's fetch would, until it stops reading; and one
+      // that reads at once, on the same feed (same workspace and log).
+      const slow = subscribeSse(t, ws.apiKey, LOG, vars(x, "BUILD", 1));
+      const tenant = await t.app.core.auth.authenticate({ apiKey: ws.apiKey });
+      const steady: string[] = [];
+      const steadyDone = (async () => {
+        for await (const line of await t.app.core.watch.revisionLogs(tenant, x.revisionId, "build", 1)) steady.push(line.message);
+      })();
+      await waitFor(() => slow.messages.length === 1 && steady.length === 1, Boolean, { what: "both tails" });
+      slow.pause();
+
+      // Lines as long as lines get, until past the limit.
+      const long = "x".repeat(MAX_MESSAGE_LENGTH - 10);
+      const count = Math.ceil(LOG_BACKLOG_LIMIT / lineWeight({ message: long })) + 50;
+      for (let n = 0; n < count; n += 500) {
+        await write(t, x, Array.from({ length: Math.min(500, count - n) }, (_, i) => ({ message: `${n + i} ${long}` })));
+      }
+      await waitFor(() => steady.length, (length) => length === count + 1, { what: "every line, to the subscriber that reads" });
+
+      slow.resume();
+      // Until it is told it fell behind, or has every line after all (then it was held for ever).
+      const outcome = () => ({ received: slow.messages.length, toldBehind: slow.messages.at(-1)?.errors !== undefined });
+      await waitFor(outcome, (o) => o.toldBehind || o.received === count + 1, { what: "the slow subscriber's end" });
+      expect(slow.messages.at(-1)).toEqual({
+        errors: [expect.objectContaining({ message: expect.stringContaining("fell behind"), extensions: { code: "SLOW_CONSUMER" } })],
+      });
+      await slow.done;
+      // What it did receive is the log's start, in order, none skipped; far from all of it.
+      const received = texts(slow.messages.slice(0, -1));
+      expect(received).toEqual(steady.slice(0, received.length));
+      expect(received.length).toBeLessThan(100);
+
+      await write(t, x, [{ message: "after" }]);
+      expect((await t.request("POST", `/v2/deployments/${x.deploymentId}/revisions/${x.revisionId}/interrupt`, { key: ws.apiKey })).status).toBe(200);
+      await steadyDone;
+      expect(steady.slice(-2)).toEqual(["after", "[INTERRUPTED] Interrupted by a user"]);
+    } finally {
+      t.app.worker!.start();
+    }
   });
 });
 

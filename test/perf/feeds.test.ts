@@ -1,5 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
-import { Channel, Feed, RESYNC_SPREAD_MS, Wakeup, wakeOn } from "../../src/core/feeds.js";
+import { CoreError } from "../../src/core/errors.js";
+import { type Backlog, Channel, Feed, RESYNC_SPREAD_MS, Wakeup, wakeOn } from "../../src/core/feeds.js";
 import { MemoryEventBus } from "../../src/events/memory.js";
 import { topics } from "../../src/events/types.js";
 import { waitFor } from "../support/wait.js";
@@ -30,12 +31,20 @@ describe("Channel (one per subscriber of a feed)", () => {
     expect(await channel.next()).toEqual({ value: undefined, done: true });
   });
 
-  it("fails waiting consumers with the feed's error, and return() ends a wait at once", async () => {
+  it("fails waiting consumers with the feed's error once, then is done, as a generator that threw; return() ends a wait at once", async () => {
     const failing = new Channel<number>(() => {});
     const waiting = failing.next();
     failing.end(new Error("read failed"));
     await expect(waiting).rejects.toThrow("read failed");
-    await expect(failing.next()).rejects.toThrow("read failed");
+    // yoga's SSE answers each rejection as one more error event: rejecting for ever streamed errors for ever.
+    expect(await failing.next()).toEqual({ value: undefined, done: true });
+
+    const queued = new Channel<number>(() => {});
+    queued.push(1);
+    queued.end(new Error("read failed"));
+    expect(await queued.next()).toEqual({ value: 1, done: false });
+    await expect(queued.next()).rejects.toThrow("read failed");
+    expect(await queued.next()).toEqual({ value: undefined, done: true });
 
     let left = false;
     const leaving = new Channel<number>(() => (left = true));
@@ -47,6 +56,72 @@ describe("Channel (one per subscriber of a feed)", () => {
     expect(await leaving.next()).toEqual({ value: undefined, done: true });
   });
 });
+
+describe("a subscriber that falls behind (Backlog)", () => {
+  const behind = () => new CoreError("SLOW_CONSUMER", "fell behind");
+  /** At most 10 characters queued. */
+  const tenCharacters: Backlog<string> = { limit: 10, weigh: (value) => value.length, overflow: behind };
+
+  it("queues up to its limit by weight; one more ends it with the overflow error and drops what it held", async () => {
+    let closed = 0;
+    const channel = new Channel<string>(() => closed++, tenCharacters);
+    channel.push("abcd");
+    channel.push("efghij"); // 10: at the limit, still queued
+    expect(await channel.next()).toEqual({ value: "abcd", done: false });
+    channel.push("klmn"); // read values no longer count: 6 + 4
+    expect(closed).toBe(0);
+    channel.push("o"); // 11
+    expect(closed).toBe(1);
+    expect(channel.closed).toBe(true);
+    // Nothing it had queued is delivered: the subscriber learns at once that it has fallen behind.
+    channel.push("p");
+    await expect(channel.next()).rejects.toMatchObject({ code: "SLOW_CONSUMER" });
+    expect(await channel.next()).toEqual({ value: undefined, done: true });
+  });
+
+  it("never counts what a waiting consumer takes at once", async () => {
+    const channel = new Channel<string>(() => {}, tenCharacters);
+    for (let i = 0; i < 100; i++) {
+      const next = channel.next();
+      channel.push("0123456789");
+      expect(await next).toEqual({ value: "0123456789", done: false });
+    }
+    expect(channel.closed).toBe(false);
+  });
+
+  it("over a feed: the subscriber that stopped reading is ended and leaves; the others go on", async () => {
+    const bus = new MemoryEventBus();
+    const feed = new Counter(60_000, () => {});
+    feed.open(bus, topics.revision("r"), "ws-1");
+    const reading = await feed.join();
+    const stopped = await feed.join();
+    const received: number[] = [];
+    const reader = (async () => {
+      for await (const value of reading) received.push(value);
+    })();
+    for (let n = 1; n <= COUNTER_BACKLOG + 1; n++) {
+      await bus.publish({ type: "revision.status", workspaceId: "ws-1", revisionId: "r", deploymentId: "d", status: "QUEUED" });
+      await waitFor(() => received.length, (length) => length === n, { what: `change ${n} read` });
+    }
+    expect(stopped.closed).toBe(true);
+    await expect(stopped.next()).rejects.toMatchObject({ code: "SLOW_CONSUMER" });
+    expect(feed.ended).toBe(false);
+    await reading.return();
+    await reader;
+    expect(feed.ended).toBe(true);
+  });
+});
+
+/** Publishes 1, 2, 3… one a step; a subscriber may be 3 behind. */
+const COUNTER_BACKLOG = 3;
+class Counter extends Feed<number> {
+  private n = 0;
+  protected override readonly backlog: Backlog<number> = { limit: COUNTER_BACKLOG, weigh: () => 1, overflow: () => new CoreError("SLOW_CONSUMER", "fell behind") };
+  protected async load(): Promise<void> {}
+  protected async step(): Promise<void> {
+    this.publish(++this.n, true);
+  }
+}
 
 /** A feed whose load publishes nothing and whose step publishes one terminal value, then finishes. */
 class OneLastChange extends Feed<string> {

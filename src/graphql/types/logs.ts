@@ -1,5 +1,5 @@
 import { linePosition, type LogLine } from "../../core/log-queries.js";
-import { DEFAULT_TAIL, MAX_TAIL } from "../../core/log-feed.js";
+import { DEFAULT_TAIL, LOG_BACKLOG_LIMIT, MAX_TAIL } from "../../core/log-feed.js";
 import { toCursorPageBy } from "../../core/cursor-pages.js";
 import type { LogKind } from "../../core/schemas/logs.js";
 import { builder } from "../builder.js";
@@ -66,7 +66,8 @@ builder.subscriptionField("revisionLogAppended", (t) =>
     description:
       `The last \`tail\` lines of the revision's build or deploy log (${DEFAULT_TAIL} by default, at most ${MAX_TAIL}), oldest first, ` +
       "then every new line as it is written; completes after the revision's final status line (DEPLOYED, a FAILED status, SKIPPED or INTERRUPTED), " +
-      "or once its deployment is being deleted.",
+      `or once its deployment is being deleted. A subscriber that falls about ${Math.round(LOG_BACKLOG_LIMIT / 2 ** 20)} MiB of lines behind (it stopped reading) ` +
+      "is ended with a SLOW_CONSUMER error: subscribe again.",
     args: {
       revisionId: t.arg.id({ required: true }),
       kind: t.arg({ type: LogKindEnum, required: true }),
