@@ -153,6 +153,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
       publicUrl: config.publicUrl,
       oauth: { ...config.oauth, publicUrl: config.publicUrl, logger: logger.child({ component: "oauth" }) },
       authLogger: logger.child({ component: "auth" }),
+      subscriptionsPerCaller: config.limits.subscriptionsPerCaller,
     },
   );
 

@@ -46,6 +46,8 @@ const envSchema = z.object({
   RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(1200),
   /** Failed authentications (401) per client address and minute before it is refused with 429; 0: no limit. */
   AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(60),
+  /** Live subscriptions one caller may hold open on a replica, over graphql-ws and SSE together; 0: no limit. */
+  SUBSCRIPTIONS_PER_CALLER: z.coerce.number().int().min(0).max(1_000_000).default(1000),
   REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1).max(3_600_000).default(30_000),
   PIPELINE_STEP_MS: z.coerce.number().int().min(0).max(600_000).default(1500),
   PIPELINE_WORKER: z.enum(["on", "off"]).default("on"),
@@ -111,6 +113,8 @@ export interface Config {
     ratePerMinute: number;
     /** Failed authentications per minute per client address; 0 turns the limit off. */
     authFailuresPerMinute: number;
+    /** Live subscriptions one caller may hold open on this replica; 0 turns the limit off. */
+    subscriptionsPerCaller: number;
     /** A request (headers and body) must arrive within this; slower clients get 408 and are cut off. */
     requestTimeoutMs: number;
   };
@@ -171,6 +175,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       maxBodyBytes: e.MAX_BODY_BYTES,
       ratePerMinute: e.RATE_LIMIT_PER_MINUTE,
       authFailuresPerMinute: e.AUTH_FAILURES_PER_MINUTE,
+      subscriptionsPerCaller: e.SUBSCRIPTIONS_PER_CALLER,
       requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     },
     pipeline: { stepMs: e.PIPELINE_STEP_MS, worker: e.PIPELINE_WORKER === "on", leaseMs: e.PIPELINE_LEASE_MS },

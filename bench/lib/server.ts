@@ -63,6 +63,8 @@ export function serverEnv(db: BenchDatabase, port: number, extra: Record<string,
     LOG_LEVEL: "warn",
     NODE_ENV: "production",
     RATE_LIMIT_PER_MINUTE: "0",
+    // One key opens the fan-out's thousands of subscribers: the benchmarks measure the server, not its limits.
+    SUBSCRIPTIONS_PER_CALLER: "0",
     METRICS_PORT: "0",
     ...extra,
   };

@@ -23,7 +23,9 @@ export type ErrorCode =
   /** Another service this one called (an OAuth provider) failed or did not answer: 502. */
   | "UPSTREAM"
   /** A live subscriber fell too far behind its feed and was ended (Backlog in feeds.ts): subscribe again. */
-  | "SLOW_CONSUMER";
+  | "SLOW_CONSUMER"
+  /** The caller holds as many live subscriptions as it may (SubscriptionQuota): 429. */
+  | "TOO_MANY_SUBSCRIPTIONS";
 
 /** The errors core raises; each face maps them to its own shape (REST status + detail, GraphQL userErrors). */
 export class CoreError extends Error {

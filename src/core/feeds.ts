@@ -278,8 +278,11 @@ export abstract class Feed<T, J = void> {
     this.unsubscribes.push(unsubscribe);
   }
 
-  /** A new subscriber: after the first read, it receives the current state, then every later change. */
-  async join(options: J): Promise<Channel<T>> {
+  /**
+   * A new subscriber: after the first read, it receives the current state, then every later change.
+   * `onClose` is told once when the subscriber's channel ends, however it ends.
+   */
+  async join(options: J, onClose?: () => void): Promise<Channel<T>> {
     this.holds++;
     try {
       await this.ready;
@@ -287,7 +290,8 @@ export abstract class Feed<T, J = void> {
       this.holds--;
       throw err;
     }
-    const channel = new Channel<T>(this.leave, this.backlog);
+    const leave = onClose ? (left: Channel<T>) => (this.leave(left), onClose()) : this.leave;
+    const channel = new Channel<T>(leave, this.backlog);
     if (!this.failure) this.greet(channel, options);
     if (this.ended) channel.end(this.failure ?? undefined);
     else this.channels.add(channel);

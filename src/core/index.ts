@@ -19,6 +19,7 @@ import { type OAuthSettings, ProviderService } from "./oauth-providers.js";
 import { TokenVault } from "./oauth-tokens.js";
 import { FlowService } from "./oauth-flows.js";
 import { RepositoryService } from "./repositories.js";
+import { SubscriptionQuota } from "./subscription-quota.js";
 
 /** The core: one service per resource, all over the same dependencies. Faces call only this. */
 export function createCore(
@@ -39,8 +40,11 @@ export function createCore(
     oauth: OAuthSettings;
     /** Where the authenticator reports a re-check of keys that failed (after the event bus resynced). */
     authLogger?: Logger;
+    /** SUBSCRIPTIONS_PER_CALLER: live subscriptions one caller may hold open here (0: no limit). */
+    subscriptionsPerCaller: number;
   },
 ) {
+  const subscriptions = new SubscriptionQuota(options.subscriptionsPerCaller);
   const oauthClient = new OAuthClient({ allowHttp: options.oauth.allowHttp, timeoutSeconds: PROVIDER_TIMEOUT_SECONDS });
   const oauthTokens = new TokenVault(deps, options.oauth, oauthClient);
   const oauthProviders = new ProviderService(deps, options.oauth, oauthClient, oauthTokens);
@@ -61,14 +65,14 @@ export function createCore(
     /** The agents' OAuth service: providers, the token vault, authorization flows. */
     oauthProviders,
     oauthTokens,
-    oauthFlows: new FlowService(deps, options.oauth, oauthClient, oauthProviders, oauthTokens),
+    oauthFlows: new FlowService(deps, options.oauth, oauthClient, oauthProviders, oauthTokens, subscriptions),
     /** Idempotency-Key on POSTs: the first answer, replayed. */
     idempotency: new IdempotencyService(deps, options.idempotencyFingerprintKey),
     /** Batch loads, counts and per-parent pages for the GraphQL face's DataLoaders. */
     batch: new BatchReads(deps),
     revisionPages: new RevisionPages(deps),
     /** Live views for subscriptions. */
-    watch: new Watcher(deps),
+    watch: new Watcher(deps, { subscriptions }),
     registry: options.registry,
     /** Push tokens of the command-line tool, and the registry's token server. */
     pushTokens: new PushTokenService(deps, options.registry),

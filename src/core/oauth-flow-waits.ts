@@ -5,6 +5,7 @@ import { notFound } from "./errors.js";
 import { Channel, Wakeup, wakeOn } from "./feeds.js";
 import { ended, expiryOf, type FlowStore, flowStatus, isDone, type OAuthFlow } from "./oauth-flow-store.js";
 import type { TokenVault } from "./oauth-tokens.js";
+import type { SubscriptionQuota } from "./subscription-quota.js";
 import { waitQuerySchema } from "./schemas/oauth.js";
 import { parseInput } from "./validation.js";
 
@@ -29,6 +30,7 @@ export class FlowWaits {
     private readonly deps: CoreDeps,
     private readonly store: FlowStore,
     private readonly vault: TokenVault,
+    private readonly subscriptions: SubscriptionQuota,
   ) {}
 
   /**
@@ -76,8 +78,14 @@ export class FlowWaits {
   /** The flow as it is now, then each change, ending once it completed, failed or expired (subscriptions). */
   async watch(tenant: Tenant, flowId: string): Promise<AsyncIterableIterator<OAuthFlow>> {
     const id = flowId.toLowerCase();
+    // Before anything is read: a caller past its quota costs no statement.
+    const release = this.subscriptions.take(tenant);
     const wakeup = new Wakeup(RECHECK_MS);
-    const unsubscribe = wakeOn(this.deps.events, topics.oauthFlow(id), tenant.workspaceId, wakeup);
+    const off = wakeOn(this.deps.events, topics.oauthFlow(id), tenant.workspaceId, wakeup);
+    const unsubscribe = () => {
+      off();
+      release();
+    };
     const first = await this.store.settled(tenant, id).catch((err: unknown) => {
       unsubscribe();
       throw err;

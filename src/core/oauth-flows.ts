@@ -7,6 +7,7 @@ import { badRequest, CoreError, notFound } from "./errors.js";
 import type { OAuthClient } from "./oauth-client.js";
 import { EXCHANGE_GRACE_MS, ended, FlowStore, flowStatus, sha256 } from "./oauth-flow-store.js";
 import { FlowWaits, type WaitResult } from "./oauth-flow-waits.js";
+import type { SubscriptionQuota } from "./subscription-quota.js";
 import { endpointsOf, type OAuthSettings, type ProviderService, redirectUri } from "./oauth-providers.js";
 import type { TokenVault } from "./oauth-tokens.js";
 import { authenticateSchema, type CallbackQuery, callbackQuerySchema, finalizeSchema } from "./schemas/oauth.js";
@@ -57,9 +58,10 @@ export class FlowService {
     private readonly client: OAuthClient,
     private readonly providers: ProviderService,
     private readonly vault: TokenVault,
+    subscriptions: SubscriptionQuota,
   ) {
     this.store = new FlowStore(deps);
-    this.waits = new FlowWaits(deps, this.store, vault);
+    this.waits = new FlowWaits(deps, this.store, vault, subscriptions);
   }
 
   async authenticate(tenant: Tenant, body: unknown, origin: string | null): Promise<AuthenticateResult> {

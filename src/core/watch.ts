@@ -10,6 +10,7 @@ import { BatchReads } from "./batch-reads.js";
 import { checkTail, DEFAULT_TAIL, RevisionLogFeed } from "./log-feed.js";
 import type { LogLine } from "./log-queries.js";
 import type { LogKind } from "./schemas/logs.js";
+import { SubscriptionQuota } from "./subscription-quota.js";
 
 export { Channel } from "./feeds.js";
 
@@ -56,13 +57,18 @@ export class Watcher {
   private readonly batch: BatchReads;
   private readonly feeds = new Map<string, Feed<unknown, unknown>>();
   private readonly recheckMs: number;
+  private readonly subscriptions: SubscriptionQuota;
 
   constructor(
     private readonly deps: CoreDeps,
-    /** recheckMs: how often each feed re-reads with no event (RECHECK_MS). */
-    options: { recheckMs?: number } = {},
+    /**
+     * recheckMs: how often each feed re-reads with no event (RECHECK_MS); subscriptions: the places
+     * each caller may hold (none counted without it).
+     */
+    options: { recheckMs?: number; subscriptions?: SubscriptionQuota } = {},
   ) {
     this.recheckMs = options.recheckMs ?? RECHECK_MS;
+    this.subscriptions = options.subscriptions ?? new SubscriptionQuota(0);
     this.batch = new BatchReads(deps);
   }
 
@@ -110,6 +116,8 @@ export class Watcher {
     make: (forget: () => void) => Feed<T, J>,
     options?: J,
   ): Promise<AsyncIterableIterator<T>> {
+    // Before anything is read: a caller past its quota costs no statement.
+    const release = this.subscriptions.take(tenant);
     const key = `${tenant.workspaceId} ${topic}`;
     let feed = this.feeds.get(key) as Feed<T, J> | undefined;
     if (!feed || feed.ended) {
@@ -120,7 +128,10 @@ export class Watcher {
       created.open(this.deps.events, topic, tenant.workspaceId);
       feed = created;
     }
-    return feed.join(options as J);
+    return feed.join(options as J, release).catch((err: unknown) => {
+      release();
+      throw err;
+    });
   }
 }
 

@@ -18,9 +18,10 @@ const EXTENSION_CODE: Record<ErrorCode, string> = {
   UNSUPPORTED_TYPE: "BAD_REQUEST",
   UPSTREAM: "BAD_GATEWAY",
   SLOW_CONSUMER: "SLOW_CONSUMER",
+  TOO_MANY_SUBSCRIPTIONS: "TOO_MANY_SUBSCRIPTIONS",
 };
 
-const HTTP_STATUS: Partial<Record<ErrorCode, number>> = { UNAUTHENTICATED: 401, FORBIDDEN: 403, UNAVAILABLE: 503 };
+const HTTP_STATUS: Partial<Record<ErrorCode, number>> = { UNAUTHENTICATED: 401, FORBIDDEN: 403, UNAVAILABLE: 503, TOO_MANY_SUBSCRIPTIONS: 429 };
 
 /**
  * A CoreError as a GraphQL error whose extensions say what went wrong, in words a client can switch

@@ -16,6 +16,7 @@ const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
   UPSTREAM: 502,
   // Raised by live feeds only, which REST does not serve; Gone, as a Kubernetes watch that fell behind.
   SLOW_CONSUMER: 410,
+  TOO_MANY_SUBSCRIPTIONS: 429,
 };
 
 export interface ErrorAnswer {

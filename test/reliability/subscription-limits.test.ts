@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { loadConfig } from "../../src/config.js";
+import { startTestApp, type TestApp } from "../support/app.js";
+import { endOf, subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
+import { createDeployment } from "../graphql/support.js";
+import { waitFor } from "../support/wait.js";
+
+/**
+ * SUBSCRIPTIONS_PER_CALLER: how many live subscriptions one caller may hold open on a replica, over
+ * graphql-ws and SSE together. Each open one holds memory and a feed's place; the rate limit bounds
+ * how fast a caller opens them, not how many it keeps.
+ */
+
+const REVISION_STATUS = /* GraphQL */ `subscription($id: ID!) { revisionStatusChanged(revisionId: $id) { status } }`;
+const LOG = /* GraphQL */ `subscription($id: ID!) { revisionLogAppended(revisionId: $id, kind: BUILD, tail: 0) { message } }`;
+const FLOW = /* GraphQL */ `subscription($id: ID!) { oauthFlowStatusChanged(flowId: $id) { status } }`;
+const TOO_MANY = expect.objectContaining({ message: "At most 3 live subscriptions per caller are open on this server; end one first.", extensions: expect.objectContaining({ code: "TOO_MANY_SUBSCRIPTIONS" }) });
+
+let t: TestApp;
+let url: string;
+let ws: NewWorkspace;
+/** The revision's global id, and its REST ids. */
+let revisionId: string;
+let rest: { deploymentId: string; revisionId: string };
+
+beforeAll(async () => {
+  t = await startTestApp({ SUBSCRIPTIONS_PER_CALLER: "3", RATE_LIMIT_PER_MINUTE: "0", PIPELINE_WORKER: "off" });
+  url = await t.app.start();
+  ws = await t.workspace();
+  // With the pipeline off its revision stays CREATING: subscriptions to it stay open.
+  const d = await createDeployment(t, ws.apiKey);
+  revisionId = d.revisionId;
+  rest = { deploymentId: d.uuid, revisionId: Buffer.from(d.revisionId, "base64").toString().split(":")[1]! };
+});
+afterAll(() => t.close());
+
+describe("SUBSCRIPTIONS_PER_CALLER", () => {
+  it("refuses a caller's subscription past the limit, over graphql-ws and SSE together; an ended one frees its place", async () => {
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const open = [subscribeWs(client, REVISION_STATUS, { id: revisionId }), subscribeWs(client, LOG, { id: revisionId })];
+      await waitFor(() => open[0]!.messages.length, (n) => n === 1, { what: "the first subscription's status" });
+      const sse = subscribeSse(t, ws.apiKey, REVISION_STATUS, { id: revisionId });
+      await waitFor(() => sse.messages.length, (n) => n === 1, { what: "the SSE subscription's status" });
+
+      // A fourth, whatever its transport or field: refused, and nothing else ends.
+      const overWs = subscribeWs(client, REVISION_STATUS, { id: revisionId });
+      expect(await endOf(overWs.done, "the fourth subscription's refusal")).toBe("completed");
+      expect(overWs.messages).toEqual([{ errors: [TOO_MANY] }]);
+      const overSse = subscribeSse(t, ws.apiKey, LOG, { id: revisionId });
+      await overSse.done;
+      expect(overSse.status()).toBe(429);
+      expect(overSse.messages).toEqual([{ errors: [TOO_MANY] }]);
+
+      // Another caller (a second key of the same workspace) has places of its own.
+      const other = await t.app.core.apiKeys.create({ workspaceId: ws.workspaceId, name: "other" });
+      const theirs = subscribeSse(t, other.key, REVISION_STATUS, { id: revisionId });
+      await waitFor(() => theirs.messages.length, (n) => n === 1, { what: "another caller's subscription" });
+      theirs.close();
+
+      // One ended by its client (graphql-ws complete): its place is free again.
+      open[0]!.dispose();
+      await waitFor(
+        async () => {
+          const retry = subscribeWs(client, REVISION_STATUS, { id: revisionId });
+          const [answer] = await waitFor(() => retry.messages, (m) => m.length === 1, { what: "an answer" });
+          if (!answer!.errors) open.push(retry);
+          return !answer!.errors;
+        },
+        Boolean,
+        { what: "a place freed by the ended subscription" },
+      );
+
+      // And those that end by themselves (the revision's final status) free theirs.
+      const interrupted = await t.request("POST", `/v2/deployments/${rest.deploymentId}/revisions/${rest.revisionId}/interrupt`, { key: ws.apiKey });
+      expect(interrupted.status).toBe(200);
+      await Promise.all([...open.slice(1).map((s) => s.done), sse.done]);
+      const after = [1, 2, 3].map(() => subscribeSse(t, ws.apiKey, REVISION_STATUS, { id: revisionId }));
+      await Promise.all(after.map((s) => s.done));
+      expect(after.map((s) => s.messages.map((m) => m.errors?.[0]?.extensions?.code ?? m.data?.revisionStatusChanged?.status))).toEqual([
+        ["INTERRUPTED"],
+        ["INTERRUPTED"],
+        ["INTERRUPTED"],
+      ]);
+    } finally {
+      await client.dispose();
+    }
+  });
+
+  it("counts OAuth flow subscriptions too", async () => {
+    // Three open subscriptions, then a flow's: refused before the flow is looked up.
+    const d = await createDeployment(t, ws.apiKey);
+    const open = [1, 2, 3].map(() => subscribeSse(t, ws.apiKey, REVISION_STATUS, { id: d.revisionId }));
+    try {
+      await waitFor(() => open.every((s) => s.messages.length === 1), Boolean, { what: "three open subscriptions" });
+      const flow = subscribeSse(t, ws.apiKey, FLOW, { id: Buffer.from("OAuthFlow:00000000-0000-4000-8000-000000000001").toString("base64") });
+      await flow.done;
+      expect(flow.messages).toEqual([{ errors: [TOO_MANY] }]);
+    } finally {
+      for (const s of open) s.close();
+    }
+  });
+
+  it("is 1,000 by default; 0 turns it off; anything else is refused at start", () => {
+    expect(loadConfig({}).limits.subscriptionsPerCaller).toBe(1000);
+    expect(loadConfig({ SUBSCRIPTIONS_PER_CALLER: "0" }).limits.subscriptionsPerCaller).toBe(0);
+    expect(() => loadConfig({ SUBSCRIPTIONS_PER_CALLER: "-1" })).toThrow(/SUBSCRIPTIONS_PER_CALLER/);
+    expect(() => loadConfig({ SUBSCRIPTIONS_PER_CALLER: "many" })).toThrow(/SUBSCRIPTIONS_PER_CALLER/);
+  });
+});
