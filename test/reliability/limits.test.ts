@@ -44,7 +44,7 @@ function post(url: string, path: string, body: string, headers: Record<string, s
 describe("settings", () => {
   it("reads the limits and previous keys, with defaults, and names bad values", () => {
     const defaults = loadConfig({ DATABASE_URL: "memory://" });
-    expect(defaults.limits).toEqual({ maxBodyBytes: 1_048_576, ratePerMinute: 1200, authFailuresPerMinute: 60, requestTimeoutMs: 30_000 });
+    expect(defaults.limits).toEqual({ maxBodyBytes: 1_048_576, ratePerMinute: 1200, authFailuresPerMinute: 60, subscriptionsPerCaller: 1000, requestTimeoutMs: 30_000 });
     expect(defaults.secretsKeyPrevious).toEqual([]);
     const a = Buffer.alloc(32, 1).toString("base64");
     const b = Buffer.alloc(32, 2).toString("base64");
@@ -52,18 +52,19 @@ describe("settings", () => {
       DATABASE_URL: "memory://",
       MAX_BODY_BYTES: "2048",
       RATE_LIMIT_PER_MINUTE: "0",
+      SUBSCRIPTIONS_PER_CALLER: "0",
       REQUEST_TIMEOUT_MS: "500",
       SECRETS_KEY_PREVIOUS: `${a}, ${b}`,
     });
-    expect(set.limits).toEqual({ maxBodyBytes: 2048, ratePerMinute: 0, authFailuresPerMinute: 60, requestTimeoutMs: 500 });
+    expect(set.limits).toEqual({ maxBodyBytes: 2048, ratePerMinute: 0, authFailuresPerMinute: 60, subscriptionsPerCaller: 0, requestTimeoutMs: 500 });
     expect(set.secretsKeyPrevious).toEqual([a, b]);
     let problems = "";
     try {
-      loadConfig({ MAX_BODY_BYTES: "0", RATE_LIMIT_PER_MINUTE: "-1", REQUEST_TIMEOUT_MS: "0", SECRETS_KEY_PREVIOUS: `${a},short` });
+      loadConfig({ MAX_BODY_BYTES: "0", RATE_LIMIT_PER_MINUTE: "-1", SUBSCRIPTIONS_PER_CALLER: "many", REQUEST_TIMEOUT_MS: "0", SECRETS_KEY_PREVIOUS: `${a},short` });
     } catch (err) {
       problems = String(err);
     }
-    for (const name of ["MAX_BODY_BYTES", "RATE_LIMIT_PER_MINUTE", "REQUEST_TIMEOUT_MS", "SECRETS_KEY_PREVIOUS"]) {
+    for (const name of ["MAX_BODY_BYTES", "RATE_LIMIT_PER_MINUTE", "SUBSCRIPTIONS_PER_CALLER", "REQUEST_TIMEOUT_MS", "SECRETS_KEY_PREVIOUS"]) {
       expect(problems).toContain(`${name}:`);
     }
   });
