@@ -290,7 +290,12 @@ export abstract class Feed<T, J = void> {
       this.holds--;
       throw err;
     }
-    const leave = onClose ? (left: Channel<T>) => (this.leave(left), onClose()) : this.leave;
+    const leave = onClose
+      ? (left: Channel<T>) => {
+          this.leave(left);
+          onClose();
+        }
+      : this.leave;
     const channel = new Channel<T>(leave, this.backlog);
     if (!this.failure) this.greet(channel, options);
     if (this.ended) channel.end(this.failure ?? undefined);

@@ -110,7 +110,7 @@ export class Watcher {
     return this.feeds.size;
   }
 
-  private join<T, J = void>(
+  private async join<T, J = void>(
     tenant: Tenant,
     topic: string,
     make: (forget: () => void) => Feed<T, J>,
@@ -128,10 +128,12 @@ export class Watcher {
       created.open(this.deps.events, topic, tenant.workspaceId);
       feed = created;
     }
-    return feed.join(options as J, release).catch((err: unknown) => {
+    try {
+      return await feed.join(options as J, release);
+    } catch (err) {
       release();
       throw err;
-    });
+    }
   }
 }
 
