@@ -87,8 +87,8 @@ describe("SUBSCRIPTIONS_PER_CALLER", () => {
     }
   });
 
-  it("counts OAuth flow subscriptions too", async () => {
-    // Three open subscriptions, then a flow's: refused before the flow is looked up.
+  it("refuses an OAuth flow subscription past the limit too, before the flow is looked up", async () => {
+    // Three open subscriptions, then one to a flow that does not exist: the quota answers first.
     const d = await createDeployment(t, ws.apiKey);
     const open = [1, 2, 3].map(() => subscribeSse(t, ws.apiKey, REVISION_STATUS, { id: d.revisionId }));
     try {
