@@ -181,6 +181,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
         logger.child({ component: "pipeline" }),
         {
           leaseMs: config.pipeline.leaseMs,
+          crashLimit: config.pipeline.crashLimit,
           logRetentionMs: config.logs.retentionDays * 86_400_000,
           onStep: (status, outcome, seconds) => metrics.stepDuration.observe({ status, outcome }, seconds),
           ...options.pipeline,

@@ -53,6 +53,11 @@ const envSchema = z.object({
   PIPELINE_WORKER: z.enum(["on", "off"]).default("on"),
   /** How long a claimed step stays a worker's without renewal: how soon a crashed process's steps run again. */
   PIPELINE_LEASE_MS: z.coerce.number().int().min(1).max(3_600_000).default(10_000),
+  /**
+   * A step the service stopped in this many times while running it alone (a build that takes the
+   * process down with it) fails its revision instead of running again; 0: never.
+   */
+  PIPELINE_CRASH_LIMIT: z.coerce.number().int().min(0).max(1_000).default(2),
   DEPLOYMENT_DOMAIN: z.string().min(1).default("deployments.localhost"),
   /** The cloud provider this installation runs on; named in the messages that depend on it. */
   CLOUD_PROVIDER: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}$/, "must be a short name such as aws or gcp").optional(),
@@ -118,7 +123,7 @@ export interface Config {
     /** A request (headers and body) must arrive within this; slower clients get 408 and are cut off. */
     requestTimeoutMs: number;
   };
-  pipeline: { stepMs: number; worker: boolean; leaseMs: number };
+  pipeline: { stepMs: number; worker: boolean; leaseMs: number; crashLimit: number };
   deploymentDomain: string;
   /** Whether internal_container revisions (images built and pushed by the command-line tool) are accepted. */
   internalImageBuilds: InternalImageBuilds;
@@ -178,7 +183,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       subscriptionsPerCaller: e.SUBSCRIPTIONS_PER_CALLER,
       requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     },
-    pipeline: { stepMs: e.PIPELINE_STEP_MS, worker: e.PIPELINE_WORKER === "on", leaseMs: e.PIPELINE_LEASE_MS },
+    pipeline: { stepMs: e.PIPELINE_STEP_MS, worker: e.PIPELINE_WORKER === "on", leaseMs: e.PIPELINE_LEASE_MS, crashLimit: e.PIPELINE_CRASH_LIMIT },
     deploymentDomain: e.DEPLOYMENT_DOMAIN,
     internalImageBuilds: { available: e.INTERNAL_IMAGE_BUILDS === "on", provider: e.CLOUD_PROVIDER ?? null },
     logLevel: e.LOG_LEVEL,

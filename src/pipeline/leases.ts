@@ -5,6 +5,12 @@ import type { PrismaClient } from "../db/client.js";
  * `lease_owner`/`lease_until` who is doing it. A worker that dies keeps its lease only until
  * `lease_until`; then any worker claims the step again. Plain SQL, so that claiming is one statement
  * with FOR UPDATE SKIP LOCKED and never touches `updated_at` (which shows transitions only).
+ *
+ * Every way a live worker ends a step clears its lease (a transition, a retry, a wait, a graceful
+ * stop); only a process that stopped mid-step leaves one held. So a claim that takes over a held lease
+ * counts a crash of that step (`step_crashes`), and of its run alone when the dead holder ran it alone
+ * (`step_crashes_alone`); a transition starts both again from 0. A holder too stalled to renew its
+ * lease counts as dead too: to the pipeline it was.
  */
 export class Leases {
   constructor(
@@ -15,11 +21,15 @@ export class Leases {
 
   /**
    * Leases up to `limit` due steps that nobody holds (or whose holder's lease ran out), but none of a
-   * deployment being deleted; their ids.
+   * deployment being deleted; their ids. A lease still held by another (run out) counts its step's
+   * crash; one of our own (a renewal that came too late) does not: we are alive.
    */
   async claim(limit: number): Promise<string[]> {
     const rows = await this.prisma.$queryRaw<{ id: string }[]>`
-      UPDATE revisions SET lease_owner = ${this.owner}, lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond'
+      UPDATE revisions SET lease_owner = ${this.owner}, lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond',
+        step_crashes = step_crashes + (lease_owner IS NOT NULL AND lease_owner <> ${this.owner})::int,
+        step_crashes_alone = step_crashes_alone + (lease_owner IS NOT NULL AND lease_owner <> ${this.owner} AND lease_alone)::int,
+        lease_alone = false
       WHERE id IN (
         SELECT id FROM revisions
         WHERE next_step_at <= now() AND (lease_until IS NULL OR lease_until < now())
@@ -37,6 +47,13 @@ export class Leases {
     const count = await this.prisma.$executeRaw`
       UPDATE revisions SET lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond'
       WHERE id = ${revisionId}::uuid AND lease_owner = ${this.owner}`;
+    return count > 0;
+  }
+
+  /** Marks a step held as run alone, so that a crash while it runs is counted as its own; false when the lease was lost. */
+  async markAlone(revisionId: string): Promise<boolean> {
+    const count = await this.prisma.$executeRaw`
+      UPDATE revisions SET lease_alone = true WHERE id = ${revisionId}::uuid AND lease_owner = ${this.owner}`;
     return count > 0;
   }
 

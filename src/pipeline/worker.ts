@@ -6,6 +6,7 @@ import { LogSweeper } from "../core/log-retention.js";
 import { logKindOf, LogWriter, type StepLog } from "../core/log-writer.js";
 import type { Revision } from "../generated/prisma/client.js";
 import type { Logger } from "../logger.js";
+import { AloneLine } from "./alone.js";
 import { Leases } from "./leases.js";
 import { FailuresInARow } from "./step-failures.js";
 import { type RevisionStatus, routeFor, transition } from "../core/revision-machine.js";
@@ -33,6 +34,12 @@ export interface WorkerOptions {
    * instead of being retried for ever (a value the database refuses, a fault of the code).
    */
   giveUpAfter: number;
+  /**
+   * A step the service crashed in (the process died with it in flight, its lease left held) this many
+   * times while running it alone fails its revision instead of taking the service down again; 0: never,
+   * and no step runs alone. A step runs alone once it was in flight at CRASHES_BEFORE_ALONE crashes.
+   */
+  crashLimit: number;
   /** Lease owner name; unique per worker. */
   owner: string;
   /**
@@ -59,6 +66,7 @@ export const defaultWorkerOptions = (): WorkerOptions => ({
   queuedRecheckMs: 5_000,
   retryMs: 1_000,
   giveUpAfter: 5,
+  crashLimit: 2,
   owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
   awaitSourceMs: 60 * 60_000,
   logRetentionMs: 30 * 24 * 3_600_000,
@@ -66,6 +74,12 @@ export const defaultWorkerOptions = (): WorkerOptions => ({
   deleteGraceMs: DELETE_GRACE_MS,
   deleteSweepEveryMs: DELETE_SWEEP_EVERY_MS,
 });
+
+/**
+ * Crashes of the service with a step in flight after which the step runs alone (AloneLine): one crash
+ * happens to builds in flight beside the one that caused it, and would put every one of them in line.
+ */
+export const CRASHES_BEFORE_ALONE = 2;
 
 export interface WorkerStats {
   claimed: number;
@@ -93,6 +107,8 @@ export class PipelineWorker {
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
   /** Steps this worker saw fail in a row on an internal error that is not transient. */
   private readonly failures = new FailuresInARow();
+  /** Steps suspected of crashing the service, each waiting to run with no other in flight. */
+  private readonly alone = new AloneLine();
   private running = false;
   private loopDone: Promise<void> | null = null;
   private wakeUp: (() => void) | null = null;
@@ -156,7 +172,8 @@ export class PipelineWorker {
 
   private async loop(): Promise<void> {
     while (this.running) {
-      const free = this.options.concurrency - this.inFlight.size;
+      // Nothing new starts while a suspect waits for the others to end, or runs.
+      const free = this.alone.waiting ? 0 : this.options.concurrency - this.inFlight.size;
       let claimed: string[] = [];
       if (free > 0) {
         try {
@@ -203,6 +220,7 @@ export class PipelineWorker {
       step.done = this.perform(revision, step.abort).finally(() => {
         // Only its own entry (a guard: launch() starts no step of a revision already in progress).
         if (this.inFlight.get(revision.id) === step) this.inFlight.delete(revision.id);
+        this.alone.ended(revision.id);
         this.wake();
       });
       this.inFlight.set(revision.id, step);
@@ -232,6 +250,11 @@ export class PipelineWorker {
       }
       const gate = await this.steps.gate(revision);
       if (gate !== "go") return this.count(gate);
+      if (this.suspect(revision)) {
+        // Crashed often enough with nothing else in flight: the step is what takes the service down.
+        if (revision.stepCrashesAlone >= this.options.crashLimit) return this.count(await this.giveUpCrashed(revision));
+        if (!(await this.runAlone(revision, signal))) return;
+      }
       const status = revision.status as RevisionStatus;
       const awaiting = status === "AWAITING_BUILD" ? this.inputs?.awaiting(revision) : null;
       if (awaiting) return this.count(await this.awaitSource(revision, awaiting));
@@ -267,6 +290,32 @@ export class PipelineWorker {
       // Only the steps that ran (not those gated, parked or abandoned): outcome ok, failed or error.
       if (stepLog && !signal.aborted) this.options.onStep?.(revision.status, outcomeLabel, (performance.now() - started) / 1000);
     }
+  }
+
+  /** Whether the revision's step was in flight at enough crashes of the service to run alone. */
+  private suspect(revision: Revision): boolean {
+    return this.options.crashLimit > 0 && revision.stepCrashes >= CRASHES_BEFORE_ALONE;
+  }
+
+  /**
+   * Waits until no other step is in flight, then marks the step as run alone (a crash from now on is
+   * its own); false when it stopped first (aborted, or its lease lost).
+   */
+  private async runAlone(revision: Revision, signal: AbortSignal): Promise<boolean> {
+    const log = { revision_id: revision.id, status: revision.status, crashes: revision.stepCrashes, crashes_alone: revision.stepCrashesAlone };
+    this.logger.warn(log, "pipeline: the service stopped while this step was in flight; it runs alone, after the steps in flight end");
+    if (!(await this.alone.turn(revision.id, () => this.inFlight.size, signal))) return false;
+    return !this.silenced && (await this.leases.markAlone(revision.id));
+  }
+
+  /** The revision fails without running its step again: the service crashed in it alone crashLimit times. */
+  private giveUpCrashed(revision: Revision): Promise<StepResult> {
+    const { stepCrashes: crashes, stepCrashesAlone: alone } = revision;
+    this.logger.error({ revision_id: revision.id, status: revision.status, crashes, crashes_alone: alone }, "pipeline: the service keeps stopping in this step; failing its revision");
+    const message =
+      `The service stopped ${crashes} times while running this step (${alone} of them with no other step running), ` +
+      "so the revision was given up: the step itself may be what stops it. Create a new revision to try again.";
+    return this.steps.commit(revision, { ok: false, message });
   }
 
   /**

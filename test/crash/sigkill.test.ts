@@ -31,6 +31,9 @@ const SETTINGS = {
   PIPELINE_STEP_MS: "400",
   // A dead process's steps are taken up again this soon after a restart.
   PIPELINE_LEASE_MS: "400",
+  // Killed again and again on purpose, revisions in flight at two kills would run one at a time, and be
+  // given up at two more (the give-up is test/pipeline/crash-loops.test.ts's): here every one must finish.
+  PIPELINE_CRASH_LIMIT: "0",
   RATE_LIMIT_PER_MINUTE: "0",
   LOG_LEVEL: "warn",
 };

@@ -5,7 +5,7 @@ import { freePort, reaped } from "../../scripts/lib/processes.js";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /** Settings of the test run that must not leak into a server child's own. */
-const INHERITED_OUT = ["DATABASE_URL", "DATA_DIR", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER", "PIPELINE_LEASE_MS", "LOG_LEVEL", "PORT", "HOST", "METRICS_PORT"];
+const INHERITED_OUT = ["DATABASE_URL", "DATA_DIR", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER", "PIPELINE_LEASE_MS", "PIPELINE_CRASH_LIMIT", "LOG_LEVEL", "PORT", "HOST", "METRICS_PORT"];
 
 /** A server child process: `node --import tsx src/main.ts`, the service's entry point from its sources. */
 export interface ServerProcess {
