@@ -20,6 +20,8 @@ export class AloneLine {
    */
   async turn(revisionId: string, inFlight: () => number, signal: AbortSignal): Promise<boolean> {
     this.line.push(revisionId);
+    // The step the first in line waits for may be this one, in flight until now and in line from now.
+    this.wakeAll();
     while (!(this.line[0] === revisionId && inFlight() === this.line.length)) {
       if (signal.aborted) return false;
       await new Promise<void>((resolve) => {
@@ -39,6 +41,10 @@ export class AloneLine {
   ended(revisionId: string): void {
     const at = this.line.indexOf(revisionId);
     if (at >= 0) this.line.splice(at, 1);
+    this.wakeAll();
+  }
+
+  private wakeAll(): void {
     for (const wake of [...this.waiters]) wake();
   }
 }

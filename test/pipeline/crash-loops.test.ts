@@ -254,6 +254,21 @@ describe("AloneLine", () => {
     expect(line.waiting).toBe(false);
   });
 
+  it("lets the first in line go when the step it waited for joins the line itself (both suspects, their gates ending one after the other)", async () => {
+    const line = new AloneLine();
+    const inFlight = () => 2;
+    let aGoes = false;
+    const a = line.turn("a", inFlight, never).then((go) => (aGoes = go));
+    await sleep(10);
+    expect(aGoes).toBe(false);
+    const abort = new AbortController();
+    const b = line.turn("b", inFlight, abort.signal);
+    await a;
+    expect(aGoes).toBe(true);
+    abort.abort();
+    await expect(b).resolves.toBe(false);
+  });
+
   it("answers false when the step is aborted while it waits", async () => {
     const line = new AloneLine();
     const abort = new AbortController();
