@@ -47,6 +47,12 @@ export interface DiscoveredProvider {
   clientSecret: string | null;
   tokenEndpointAuthMethod: string;
   usesPkce: boolean;
+  /**
+   * Deletes the client registered for it (RFC 7592), for a discovery refused after the registration:
+   * where the server gave a registration_client_uri and a registration_access_token. Best effort,
+   * never throws: true when the server confirmed it.
+   */
+  unregister(): Promise<boolean>;
 }
 
 /** Seconds each request to an OAuth provider may take (the client's `timeoutSeconds` in the service). */
@@ -146,23 +152,51 @@ export class OAuthClient {
       if (parsed.success && (typeof parsed.data !== "string" || isStorable(parsed.data))) return parsed.data;
       throw new CoreError("UPSTREAM", `The authorization server ${as.issuer} of ${where} registered a client whose ${field} is not one a provider can have (${rule}).`);
     };
-    return {
-      issuer: as.issuer,
-      authUrl: as.authorization_endpoint,
-      tokenUrl: as.token_endpoint,
-      revocationUrl: as.revocation_endpoint ?? null,
-      clientId: acceptable("client_id", "1 to 1000 printable characters", byHand.client_id, client.client_id),
-      clientSecret: acceptable("client_secret", "1 to 4096 characters", byHand.client_secret, client.client_secret) ?? null,
-      // Not said: the method asked for.
-      tokenEndpointAuthMethod: acceptable(
-        "token_endpoint_auth_method",
-        `one of ${TOKEN_ENDPOINT_AUTH_METHODS.join(", ")}`,
-        byHand.token_endpoint_auth_method,
-        client.token_endpoint_auth_method ?? method,
-      ),
-      // MCP requires PKCE of every client; S256 is what servers support.
-      usesPkce: true,
-    };
+    const unregister = () => this.unregister(client);
+    try {
+      return {
+        issuer: as.issuer,
+        authUrl: as.authorization_endpoint,
+        tokenUrl: as.token_endpoint,
+        revocationUrl: as.revocation_endpoint ?? null,
+        clientId: acceptable("client_id", "1 to 1000 printable characters", byHand.client_id, client.client_id),
+        clientSecret: acceptable("client_secret", "1 to 4096 characters", byHand.client_secret, client.client_secret) ?? null,
+        // Not said: the method asked for.
+        tokenEndpointAuthMethod: acceptable(
+          "token_endpoint_auth_method",
+          `one of ${TOKEN_ENDPOINT_AUTH_METHODS.join(", ")}`,
+          byHand.token_endpoint_auth_method,
+          client.token_endpoint_auth_method ?? method,
+        ),
+        // MCP requires PKCE of every client; S256 is what servers support.
+        usesPkce: true,
+        unregister,
+      };
+    } catch (err) {
+      // Refused: the client registered for it is of no use to anyone.
+      await unregister();
+      throw err;
+    }
+  }
+
+  /** RFC 7592's DELETE of a registered client, where its registration said how; false when it could not be done. */
+  private async unregister(client: oauth.OmitSymbolProperties<oauth.Client>): Promise<boolean> {
+    const uri = client.registration_client_uri;
+    const token = client.registration_access_token;
+    if (typeof uri !== "string" || typeof token !== "string" || !endpointUrl(this.settings.allowHttp).safeParse(uri).success) return false;
+    try {
+      const response = await boundedFetch(uri, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${token}` },
+        body: undefined,
+        redirect: "manual",
+        signal: AbortSignal.timeout(this.settings.timeoutSeconds * 1000),
+      });
+      await response.body?.cancel();
+      return response.status === 204 || response.status === 200;
+    } catch {
+      return false;
+    }
   }
 
   private async protectedResourceIssuer(resource: URL): Promise<string | null> {

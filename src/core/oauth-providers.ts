@@ -106,6 +106,7 @@ export class ProviderService {
       clientName: input.name,
       redirectUri: redirectUri(this.settings, origin, input.provider_id),
     });
+    // Not stored (the id taken meanwhile, say): the client registered for it goes too.
     return this.insert(tenant, input.provider_id, {
       name: input.name,
       clientId: found.clientId,
@@ -119,6 +120,9 @@ export class ProviderService {
       mcpServerUrl: input.mcp_server_url,
       tokenEndpointAuthMethod: found.tokenEndpointAuthMethod,
       isDynamicClient: true,
+    }).catch(async (err: unknown) => {
+      await found.unregister();
+      throw err;
     });
   }
 

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { accessTokenOf, authorize, OAUTH_ENV } from "../support/oauth.js";
+import { waitFor } from "../support/wait.js";
 import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
 
 /** Providers configured by hand and discovered from an MCP server (RFC 9728, RFC 8414 / OpenID discovery, RFC 7591). */
@@ -114,6 +115,32 @@ describe("providers configured by hand", () => {
 });
 
 describe("mcp-discover", () => {
+  it("answers 409 when the provider id was taken while it registered, and deletes the client it registered there (RFC 7592)", async () => {
+    const mine = await t.workspace();
+    const created: string[] = [];
+    const deleted: string[] = [];
+    server.provider.on("registration_create.success", (_ctx: unknown, client: { clientId: string }) => created.push(client.clientId));
+    server.provider.on("registration_delete.success", (_ctx: unknown, client: { clientId: string }) => deleted.push(client.clientId));
+    const hold = server.holdRegistrationEndpoint();
+    let discovering: ReturnType<typeof t.request>;
+    try {
+      discovering = t.request("POST", "/v2/auth/providers/mcp-discover", { key: mine.apiKey, body: { provider_id: "raced", name: "Raced", mcp_server_url: server.mcpUrl } });
+      await waitFor(() => hold.arrived, (n) => n === 1, { what: "the registration to reach the server" });
+      // Meanwhile someone creates a provider with that id by hand.
+      expect((await t.request("POST", "/v2/auth/providers", { key: mine.apiKey, body: { ...base, provider_id: "raced" } })).status).toBe(200);
+    } finally {
+      hold.release();
+    }
+    const res = await discovering;
+    expect(res.status, res.text).toBe(409);
+    expect(res.body).toEqual({ detail: "A provider with provider_id 'raced' already exists in this workspace." });
+    expect(created).toHaveLength(1);
+    expect(deleted).toEqual(created);
+    expect(await server.provider.Client.find(created[0]!)).toBeUndefined();
+    // The one made by hand is untouched.
+    expect((await t.request("GET", "/v2/auth/providers/raced", { key: mine.apiKey })).body).toMatchObject({ client_id: base.client_id });
+  });
+
   it("finds the authorization server through RFC 9728, reads its metadata, registers a client, and runs a flow with it", async () => {
     const mine = await t.workspace();
     const res = await t.request("POST", "/v2/auth/providers/mcp-discover", { key: mine.apiKey, body: { provider_id: "tools", name: "Tools MCP", mcp_server_url: server.mcpUrl } });
@@ -199,11 +226,18 @@ describe("mcp-discover", () => {
     expect((await t.request("GET", "/v2/auth/providers", { key: ws.apiKey })).body).toEqual([]);
   });
 
-  it("answers 502 to a registered client a provider created by hand could not have, naming the value without quoting it, and stores nothing", async () => {
-    // Its own authorization server, whose RFC 7591 registration answers what the test chooses.
+  it("answers 502 to a registered client a provider created by hand could not have, naming the value without quoting it, stores nothing, and deletes the client there", async () => {
+    // Its own authorization server, whose RFC 7591 registration answers what the test chooses, and
+    // whose RFC 7592 management URI records the deletions asked of it.
     let registered: Record<string, unknown> = {};
+    const deletions: string[] = [];
     const hostile = createServer((req, res) => {
       const url = req.url ?? "";
+      if (req.method === "DELETE") {
+        deletions.push(`${url} ${req.headers.authorization}`);
+        res.writeHead(204).end();
+        return;
+      }
       const body = url.startsWith("/.well-known/oauth-authorization-server")
         ? { issuer: base, authorization_endpoint: `${base}/auth`, token_endpoint: `${base}/token`, registration_endpoint: `${base}/reg` }
         : url.startsWith("/reg")
@@ -229,11 +263,14 @@ describe("mcp-discover", () => {
         ["token_endpoint_auth_method", { client_id: "ok", token_endpoint_auth_method: "private_key_jwt" }],
         ["token_endpoint_auth_method", { client_id: "ok", token_endpoint_auth_method: 7 }],
       ] as const) {
-        registered = answer;
+        const n = deletions.length;
+        const token = t.guard.secret(`registration-access-token-${n}-${Date.now()}`);
+        registered = { ...answer, registration_client_uri: `${base}/reg/${n}`, registration_access_token: token };
         const res = await t.request("POST", "/v2/auth/providers/mcp-discover", { key: ws.apiKey, body: { provider_id: "hostile", name: "Hostile", mcp_server_url: `${base}/mcp` } });
         expect(res.status, `${field}: ${res.text.slice(0, 300)}`).toBe(502);
         expect(res.body).toEqual({ detail: expect.stringContaining(`registered a client whose ${field} `) });
         expect(res.body.detail, field).not.toMatch(/abc|xxxx|two words|private_key_jwt/);
+        expect(deletions.slice(n), field).toEqual([`/reg/${n} Bearer ${token}`]);
       }
     } finally {
       await new Promise<void>((resolve) => hostile.close(() => resolve()));

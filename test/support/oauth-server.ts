@@ -5,7 +5,8 @@ import Provider, { type Configuration, type KoaContextWithOIDC } from "oidc-prov
 /**
  * A real OAuth 2.0 / OpenID Connect authorization server (panva's oidc-provider) on 127.0.0.1 and a
  * free port, for tests: discovery (OpenID and RFC 8414), authorization code with PKCE, refresh
- * tokens (rotated), revocation (RFC 7009), dynamic client registration (RFC 7591), and RFC 9728
+ * tokens (rotated), revocation (RFC 7009), dynamic client registration (RFC 7591) and its management
+ * (RFC 7592: a registered client can be deleted with its registration access token), and RFC 9728
  * metadata for an MCP server it protects at /mcp. The user's login and consent are given by a small
  * interaction handler, as a browser would after the user clicked "allow": `follow()` plays the
  * browser, following redirects with cookies until the provider sends it back to the client.
@@ -33,6 +34,8 @@ export interface OAuthServer {
    * waits on it to know that an exchange is at the provider.
    */
   holdTokenEndpoint(): TokenEndpointHold;
+  /** The same for the registration endpoint (RFC 7591): a slow registration. */
+  holdRegistrationEndpoint(): TokenEndpointHold;
   /** Stops answering (the provider is down) until resume(); the port stays reserved. */
   pause(): Promise<void>;
   resume(): Promise<void>;
@@ -65,6 +68,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
     features: {
       devInteractions: { enabled: false },
       registration: { enabled: options.registration ?? true },
+      registrationManagement: { enabled: options.registration ?? true },
       revocation: { enabled: options.revocation ?? true },
     },
     scopes: ["openid", "offline_access", "email", "repo", "read:user"],
@@ -105,8 +109,8 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
   provider.on("server_error", () => {});
 
   const handle = provider.callback();
-  /** While a test holds the token endpoint: the gate its requests wait at, and how many came. */
-  let tokenHold: { gate: Promise<void>; arrived: number } | null = null;
+  /** Endpoints a test holds (/token, /reg): the gate their requests wait at, and how many came. */
+  const holds = new Map<string, { gate: Promise<void>; arrived: number }>();
   const accounts = new Map<string, { account: string; deny: boolean }>();
   server.on("request", (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? "/", issuer);
@@ -130,14 +134,30 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
     }
     // RFC 8414 metadata: the same document as OpenID discovery.
     if (url.pathname === "/.well-known/oauth-authorization-server") req.url = "/.well-known/openid-configuration";
-    if (url.pathname === "/token" && tokenHold) {
+    const held = req.method === "POST" ? holds.get(url.pathname) : undefined;
+    if (held) {
       // The body stays unread in the socket until the gate opens; the provider then reads it as usual.
-      tokenHold.arrived++;
-      void tokenHold.gate.then(() => handle(req, res));
+      held.arrived++;
+      void held.gate.then(() => handle(req, res));
       return;
     }
     handle(req, res);
   });
+
+  function hold(path: string): TokenEndpointHold {
+    let open!: () => void;
+    const held = { gate: new Promise<void>((resolve) => (open = resolve)), arrived: 0 };
+    holds.set(path, held);
+    return {
+      get arrived() {
+        return held.arrived;
+      },
+      release() {
+        if (holds.get(path) === held) holds.delete(path);
+        open();
+      },
+    };
+  }
 
   let paused = false;
   return {
@@ -181,20 +201,8 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
       }
       throw new Error("too many redirects");
     },
-    holdTokenEndpoint() {
-      let open!: () => void;
-      const held = { gate: new Promise<void>((resolve) => (open = resolve)), arrived: 0 };
-      tokenHold = held;
-      return {
-        get arrived() {
-          return held.arrived;
-        },
-        release() {
-          if (tokenHold === held) tokenHold = null;
-          open();
-        },
-      };
-    },
+    holdTokenEndpoint: () => hold("/token"),
+    holdRegistrationEndpoint: () => hold("/reg"),
     async pause() {
       if (paused) return;
       paused = true;
