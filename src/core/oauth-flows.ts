@@ -75,12 +75,16 @@ export class FlowService {
       : input.force_new
         ? null
         : await this.vault.pick(tenant, provider, scopes);
+    let expired = false;
     if (existing) {
       const accessToken = await this.vault.freshAccessToken(tenant, existing);
       if (accessToken !== null) return { status: "completed", url: null, flow: null, token: existing, accessToken, userId };
+      // None to hand out: expired past refreshing, or deleted meanwhile, and then the caller has no
+      // token to be told expired of (pending, as if it never had one).
+      expired = (await this.vault.byIds(tenant, [existing.id]))[0] !== null;
     }
     const { flow, url } = await this.start(tenant, provider, scopes, input.is_default, origin);
-    return { status: existing ? "token_expired" : "pending", url, flow, token: null, accessToken: null, userId };
+    return { status: expired ? "token_expired" : "pending", url, flow, token: null, accessToken: null, userId };
   }
 
   /** The caller's token that `token_id` names, which must be one of the provider's. */

@@ -126,6 +126,17 @@ describe("a hand-out while another replica refreshes the token", () => {
     expect((await prisma.oAuthToken.findUniqueOrThrow({ where: { id: tokenId } })).refreshClaimedUntil).toBeNull();
   });
 
+  it("answers pending with a new flow, not token_expired, when the token is deleted while its refresh is at the provider", async () => {
+    const { key, tokenId } = await withToken(t);
+    const hold = heldRefresh();
+    const answer = handOut(t, key);
+    await waitFor(() => hold.arrived, (n) => n === 1, { what: "the refresh to reach the provider" });
+    expect((await t.request("DELETE", `/v2/auth/tokens/${tokenId}`, { key })).status).toBe(204);
+    hold.release();
+    // No token is there any more: nothing expired, the caller has none, as if it had never had one.
+    expect(await answer).toMatchObject({ status: "pending", token: null, url: expect.stringContaining(`${server.issuer}/auth?`) });
+  });
+
   // Replicas on one PostgreSQL: the claim in the database keeps the second one's refresh from the provider.
   it.skipIf(!process.env.TEST_DATABASE_URL)("on two replicas: one refresh at the provider, both hand out its result", async () => {
     const db = await createTestDatabase();
