@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp, type TestResponse } from "../support/app.js";
 import { addProvider, authorize, OAUTH_ENV, pathOf, TOKEN_ANSWERS } from "../support/oauth.js";
-import { type OAuthServer, startOAuthServer, type TokenEndpointHold } from "../support/oauth-server.js";
+import { type OAuthServer, startOAuthServer, type EndpointHold } from "../support/oauth-server.js";
 import { waitFor } from "../support/wait.js";
 
 /**
@@ -14,7 +14,7 @@ import { waitFor } from "../support/wait.js";
 let t: TestApp;
 let server: OAuthServer;
 let ws: NewWorkspace;
-const holds: TokenEndpointHold[] = [];
+const holds: EndpointHold[] = [];
 
 beforeAll(async () => {
   server = await startOAuthServer();
@@ -39,7 +39,7 @@ const wait = (authId: string, timeout: number) => t.request("GET", `/v2/auth/wai
 interface Exchanging {
   authId: string;
   state: string;
-  hold: TokenEndpointHold;
+  hold: EndpointHold;
   /** The callback whose code is at the token endpoint. */
   callback: Promise<TestResponse>;
   /** A waiter parked before that callback came. */

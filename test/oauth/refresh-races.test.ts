@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest
 import { REFRESH_CLAIM_MS } from "../../src/core/oauth-tokens.js";
 import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
 import { addProvider, authorize, OAUTH_ENV, TOKEN_ANSWERS } from "../support/oauth.js";
-import { type OAuthServer, startOAuthServer, type TokenEndpointHold } from "../support/oauth-server.js";
+import { type OAuthServer, startOAuthServer, type EndpointHold } from "../support/oauth-server.js";
 import { waitFor } from "../support/wait.js";
 
 /**
@@ -15,7 +15,7 @@ import { waitFor } from "../support/wait.js";
 let t: TestApp;
 /** Access tokens live 30 s: within the refresh margin, so every hand-out refreshes first. */
 let server: OAuthServer;
-const holds: TokenEndpointHold[] = [];
+const holds: EndpointHold[] = [];
 const replicas: TestApp[] = [];
 
 beforeAll(async () => {

@@ -5,7 +5,7 @@ import type { NewWorkspace } from "../../src/core/workspaces.js";
 import type { Sql } from "../../src/db/client.js";
 import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
 import { accessTokenOf, addProvider, authorize, OAUTH_ENV, pathOf, storeToken, TOKEN_ANSWERS } from "../support/oauth.js";
-import { type OAuthServer, startOAuthServer, type TokenEndpointHold } from "../support/oauth-server.js";
+import { type OAuthServer, startOAuthServer, type EndpointHold } from "../support/oauth-server.js";
 import { waitFor } from "../support/wait.js";
 
 /**
@@ -27,7 +27,7 @@ let database: Awaited<ReturnType<typeof createTestDatabase>>;
 let service: TestApp;
 let ws1: NewWorkspace;
 let ws2: NewWorkspace;
-const holds: TokenEndpointHold[] = [];
+const holds: EndpointHold[] = [];
 /** What the service under the old key left, for the later steps. */
 const left: { handmadeAccessToken?: string; pendingUrl?: string; pendingAuthId?: string; raced?: string } = {};
 

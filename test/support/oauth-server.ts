@@ -33,16 +33,16 @@ export interface OAuthServer {
    * lets the held ones and every later one through. `arrived` counts the requests held so far: a test
    * waits on it to know that an exchange is at the provider.
    */
-  holdTokenEndpoint(): TokenEndpointHold;
+  holdTokenEndpoint(): EndpointHold;
   /** The same for the registration endpoint (RFC 7591): a slow registration. */
-  holdRegistrationEndpoint(): TokenEndpointHold;
+  holdRegistrationEndpoint(): EndpointHold;
   /** Stops answering (the provider is down) until resume(); the port stays reserved. */
   pause(): Promise<void>;
   resume(): Promise<void>;
   close(): Promise<void>;
 }
 
-export interface TokenEndpointHold {
+export interface EndpointHold {
   readonly arrived: number;
   release(): void;
 }
@@ -144,7 +144,7 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
     handle(req, res);
   });
 
-  function hold(path: string): TokenEndpointHold {
+  function hold(path: string): EndpointHold {
     let open!: () => void;
     const held = { gate: new Promise<void>((resolve) => (open = resolve)), arrived: 0 };
     holds.set(path, held);
