@@ -45,8 +45,10 @@ export class FlowWaits {
     // Each wake-up reads the flow: a notification lost while the bus reconnected is covered by its resync.
     const unsubscribe = wakeOn(this.deps.events, topics.oauthFlow(authId.toLowerCase()), tenant.workspaceId, wakeup);
     const signals = [this.stopping.signal, ...(signal ? [signal] : [])];
+    let onAbort!: () => void;
     const aborted = new Promise<void>((resolve) => {
-      for (const s of signals) s.addEventListener("abort", () => resolve(), { once: true });
+      onAbort = () => resolve();
+      for (const s of signals) s.addEventListener("abort", onAbort, { once: true });
     });
     try {
       for (;;) {
@@ -67,6 +69,8 @@ export class FlowWaits {
       }
     } finally {
       unsubscribe();
+      // The stop signal lives as long as the process: a listener left on it would keep this wait for good.
+      for (const s of signals) s.removeEventListener("abort", onAbort);
     }
   }
 

@@ -223,3 +223,31 @@ describe("a flow that fails stores nothing and says why", () => {
     expect((await t.request("GET", "/v2/auth/wait/not-a-flow", { key: ws.apiKey })).body).toEqual({ status: "not_found", token: null });
   });
 });
+
+describe("a long-poll that answered", () => {
+  it("leaves nothing behind on the service: no listener kept on its stop signal (one a wait, for the process's life)", async () => {
+    // A fresh app: Node warns of an EventTarget's 11th listener once per target, so an app that
+    // already served waits might have warned before this test looked.
+    const fresh = await startTestApp({ ...OAUTH_ENV, PIPELINE_WORKER: "off" });
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    try {
+      const mine = await fresh.workspace();
+      await addProvider(fresh, server, mine.apiKey, "idp");
+      const started = await fresh.request("POST", "/v2/auth/authenticate", { key: mine.apiKey, body: { provider: "idp", scopes: ["openid"] } });
+      expect(started.body.status, started.text).toBe("pending");
+      for (let i = 0; i < 20; i++) {
+        const res = await fresh.request("GET", `/v2/auth/wait/${started.body.auth_id}?timeout=0`, { key: mine.apiKey });
+        expect(res.body).toEqual({ status: "pending", token: null });
+      }
+      // Node emits its warnings on a later turn of the event loop.
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning"))).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+      await fresh.close();
+    }
+  });
+});
