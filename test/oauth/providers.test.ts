@@ -119,19 +119,24 @@ describe("mcp-discover", () => {
     const mine = await t.workspace();
     const created: string[] = [];
     const deleted: string[] = [];
-    server.provider.on("registration_create.success", (_ctx: unknown, client: { clientId: string }) => created.push(client.clientId));
-    server.provider.on("registration_delete.success", (_ctx: unknown, client: { clientId: string }) => deleted.push(client.clientId));
+    const onCreate = (_ctx: unknown, client: { clientId: string }) => created.push(client.clientId);
+    const onDelete = (_ctx: unknown, client: { clientId: string }) => deleted.push(client.clientId);
+    server.provider.on("registration_create.success", onCreate);
+    server.provider.on("registration_delete.success", onDelete);
     const hold = server.holdRegistrationEndpoint();
-    let discovering: ReturnType<typeof t.request>;
+    let res: Awaited<ReturnType<typeof t.request>>;
     try {
-      discovering = t.request("POST", "/v2/auth/providers/mcp-discover", { key: mine.apiKey, body: { provider_id: "raced", name: "Raced", mcp_server_url: server.mcpUrl } });
+      const discovering = t.request("POST", "/v2/auth/providers/mcp-discover", { key: mine.apiKey, body: { provider_id: "raced", name: "Raced", mcp_server_url: server.mcpUrl } });
       await waitFor(() => hold.arrived, (n) => n === 1, { what: "the registration to reach the server" });
       // Meanwhile someone creates a provider with that id by hand.
       expect((await t.request("POST", "/v2/auth/providers", { key: mine.apiKey, body: { ...base, provider_id: "raced" } })).status).toBe(200);
+      hold.release();
+      res = await discovering;
     } finally {
       hold.release();
+      server.provider.off("registration_create.success", onCreate);
+      server.provider.off("registration_delete.success", onDelete);
     }
-    const res = await discovering;
     expect(res.status, res.text).toBe(409);
     expect(res.body).toEqual({ detail: "A provider with provider_id 'raced' already exists in this workspace." });
     expect(created).toHaveLength(1);

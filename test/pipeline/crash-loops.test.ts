@@ -1,14 +1,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { applyTransition } from "../../src/core/transitions.js";
 import { AloneLine } from "../../src/pipeline/alone.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
-import { PipelineWorker, type WorkerOptions } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { waitFor } from "../support/wait.js";
-import { createDeployment, createRevision, eventLog, MANAGED_LOG } from "./support.js";
+import { createDeployment, createRevision, eventLog, MANAGED_LOG, workersOn } from "./support.js";
 
 /**
  * A step the service keeps dying in (a build that runs the process out of memory, or crashes it) must
@@ -19,14 +18,10 @@ import { createDeployment, createRevision, eventLog, MANAGED_LOG } from "./suppo
 
 let t: TestApp;
 let ws: NewWorkspace;
-const workers: PipelineWorker[] = [];
 
 beforeAll(async () => {
   t = await startTestApp({ PIPELINE_WORKER: "off" });
   ws = await t.workspace();
-});
-afterEach(async () => {
-  await Promise.all(workers.splice(0).map((w) => w.stop()));
 });
 afterAll(() => t.close());
 
@@ -40,12 +35,7 @@ const isTerminal = async (id: string) => TERMINAL.includes((await revisionRow(id
  * A worker as a process starts one: leases short enough that a dead one's steps are taken up soon, long
  * enough that a live one renews them in time on a loaded machine (a lapsed lease restarts its step).
  */
-function worker(runtime: Runtime, options: Partial<WorkerOptions> = {}) {
-  const w = new PipelineWorker(t.app.core.deps, runtime, t.app.logger, { pollMs: 10, leaseMs: 1_000, ...options });
-  workers.push(w);
-  w.start();
-  return w;
-}
+const worker = workersOn(() => t, { leaseMs: 1_000 });
 
 /** The message of a revision given up after `crashes` deaths, `alone` of them with nothing else running. */
 const givenUp = (crashes: number, alone: number) =>

@@ -1,13 +1,10 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { DeletionSweeper } from "../../src/core/deletion-sweep.js";
 import * as deploymentStatus from "../../src/core/deployment-status.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
-import type { Runtime } from "../../src/pipeline/runtime.js";
-import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
-import { PipelineWorker, type WorkerOptions } from "../../src/pipeline/worker.js";
 import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
 import { waitFor } from "../support/wait.js";
-import { createDeployment, eventLog, HeldRuntime, startPipelineApp } from "./support.js";
+import { createDeployment, eventLog, HeldRuntime, startPipelineApp, workersOn } from "./support.js";
 
 // A deletion is two transactions (markDeleting, then the rows): one left half done, by a crash or a
 // lost database between them, is finished by the service itself once its grace period has passed.
@@ -77,23 +74,14 @@ describe("the worker finishes deletions left half done", () => {
 describe("the pipeline leaves the revisions of a deployment being deleted alone", () => {
   let t: TestApp;
   let ws: NewWorkspace;
-  const workers: PipelineWorker[] = [];
   beforeAll(async () => {
     t = await startTestApp({ PIPELINE_WORKER: "off" });
     ws = await t.workspace();
   });
-  afterEach(async () => {
-    await Promise.all(workers.splice(0).map((w) => w.stop()));
-  });
   afterAll(() => t.close());
 
   // No deletion is finished here: the grace period is longer than any test.
-  function worker(runtime: Runtime = new SimulatorRuntime(5), options: Partial<WorkerOptions> = {}) {
-    const w = new PipelineWorker(t.app.core.deps, runtime, t.app.logger, { pollMs: 10, deleteGraceMs: 10 * 60_000, ...options });
-    workers.push(w);
-    w.start();
-    return w;
-  }
+  const worker = workersOn(() => t, { deleteGraceMs: 10 * 60_000 });
   const revisionOf = (id: string) => t.app.db.prisma.revision.findUniqueOrThrow({ where: { id } });
 
   it("a deployment whose deletion keeps failing does not hold back the others behind it", async () => {

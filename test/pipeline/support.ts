@@ -1,9 +1,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { afterEach } from "vitest";
+import type { CoreDeps } from "../../src/core/context.js";
 import type { PrismaClient } from "../../src/db/client.js";
 import type { Deployment, Revision } from "../../src/generated/prisma/client.js";
 import type { RevisionStatus } from "../../src/core/revision-machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
-import type { WorkerOptions } from "../../src/pipeline/worker.js";
+import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
+import { PipelineWorker, type WorkerOptions } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { deploymentBody, tenantOf } from "../support/fixtures.js";
 
@@ -106,3 +109,22 @@ export const startPipelineApp = (
   database: { url: string } | { snapshot: Blob },
   pipeline: Partial<WorkerOptions>,
 ): Promise<TestApp> => startTestApp(env, database, { pipeline });
+
+/**
+ * Starts pipeline workers on the app `app()` gives (one started with PIPELINE_WORKER=off), polling
+ * every 10 ms, with the test's options over `defaults`, and on that app's core unless `deps` says
+ * otherwise. Every worker a test started is stopped, gracefully, after it: call this where the test
+ * file's (or describe block's) afterEach applies.
+ */
+export function workersOn(app: () => TestApp, defaults: Partial<WorkerOptions> = {}) {
+  const started: PipelineWorker[] = [];
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((w) => w.stop()));
+  });
+  return (runtime: Runtime = new SimulatorRuntime(5), options: Partial<WorkerOptions> = {}, deps: CoreDeps = app().app.core.deps): PipelineWorker => {
+    const w = new PipelineWorker(deps, runtime, app().app.logger, { pollMs: 10, ...defaults, ...options });
+    started.push(w);
+    w.start();
+    return w;
+  };
+}

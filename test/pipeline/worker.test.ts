@@ -1,26 +1,21 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { applyTransition } from "../../src/core/transitions.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { type DomainEvent, topics } from "../../src/events/types.js";
 import type { RevisionStatus } from "../../src/core/revision-machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
 import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
-import { PipelineWorker, type WorkerOptions } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { codehostDeploymentBody, createInstallation, createListener, deploymentBody, selfHostedDeploymentBody } from "../support/fixtures.js";
-import { createDeployment, createRevision, eventLog, HeldRuntime, MANAGED_LOG } from "./support.js";
+import { createDeployment, createRevision, eventLog, HeldRuntime, MANAGED_LOG, workersOn } from "./support.js";
 import { waitFor } from "../support/wait.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
-const workers: PipelineWorker[] = [];
 
 beforeAll(async () => {
   t = await startTestApp({ PIPELINE_WORKER: "off" });
   ws = await t.workspace();
-});
-afterEach(async () => {
-  await Promise.all(workers.splice(0).map((w) => w.stop()));
 });
 afterAll(() => t.close());
 
@@ -28,12 +23,7 @@ const prisma = () => t.app.db.prisma;
 /** A deployment and its first revision, made by core in the test's workspace. */
 const deploy = (body?: Record<string, unknown>) => createDeployment(t, ws.apiKey, body);
 const revise = (deploymentId: string, body?: Record<string, unknown>) => createRevision(t, ws.apiKey, deploymentId, body);
-function worker(runtime: Runtime = new SimulatorRuntime(5), options: Partial<WorkerOptions> = {}) {
-  const w = new PipelineWorker(t.app.core.deps, runtime, t.app.logger, { pollMs: 10, ...options });
-  workers.push(w);
-  w.start();
-  return w;
-}
+const worker = workersOn(() => t);
 const statusOf = async (id: string) => (await prisma().revision.findUniqueOrThrow({ where: { id } })).status;
 /** Until the revision's status is `status` (or passes it). */
 const until = (id: string, status: string | ((s: string) => boolean), timeoutMs?: number) =>
@@ -258,9 +248,7 @@ describe("pipeline worker", () => {
         return typeof value === "function" ? value.bind(target) : value;
       },
     });
-    const a = new PipelineWorker({ ...t.app.core.deps, events: slowBus }, runtime, t.app.logger, { pollMs: 1 });
-    workers.push(a);
-    a.start();
+    const a = worker(runtime, { pollMs: 1 }, { ...t.app.core.deps, events: slowBus });
     try {
       await waitFor(async () => publishing, (n) => n > 0, { what: "CREATING's commit to publish" });
       expect(await statusOf(rev.id)).toBe("QUEUED");
