@@ -199,6 +199,20 @@ function bound(
   return { type, msg: `Input should be ${words} ${n}`, ctx: { [key]: n } };
 }
 
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A body's text, or null when its bytes are not UTF-8. Decoded leniently, each bad byte would
+ * become U+FFFD: input stored altered (a secret's value too), and two different bodies read alike.
+ */
+export function utf8Text(bytes: ArrayBuffer): string | null {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
 /**
  * What JSON.parse's failure (or its `{message}`) says, without the body: V8 quotes some ten
  * characters around an unexpected token (`Unexpected token 'h', "…":hunter2}" is not valid JSON`),

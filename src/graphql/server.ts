@@ -7,7 +7,7 @@ import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { Logger } from "../logger.js";
 import { unavailableAsCoreError } from "../core/prisma-errors.js";
-import { jsonFault } from "../core/validation.js";
+import { jsonFault, utf8Text } from "../core/validation.js";
 import { createContext, type GraphQLContext } from "./context.js";
 import { toGraphQLError } from "./errors.js";
 import { useRedactedSecrets } from "./redact.js";
@@ -101,6 +101,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
     },
     plugins: [
       useJsonParameters(),
+      useUtf8Bodies(),
       useAuthenticationFirst(core, { anonymousIntrospection: options.introspection }),
       // An SSE stream ends when the key that started it is revoked (graphql-ws closes the socket: ws.ts).
       useEndedOnRevocation(core),
@@ -153,6 +154,25 @@ function useJsonParameters(): Plugin {
             extensions: { code: "BAD_REQUEST", http: { status: 400 } },
           });
         }
+      });
+    },
+  };
+}
+
+/**
+ * A POST body that is not UTF-8 is a bad request (400 BAD_REQUEST), as on REST (core's utf8Text):
+ * yoga decodes bodies leniently, and a mutation stored its input altered. The body is read as bytes,
+ * checked, and handed to yoga's own parser as the text it is. Multipart bodies may carry binary parts
+ * and keep yoga's parser as it is.
+ */
+function useUtf8Bodies(): Plugin {
+  return {
+    onRequestParse({ request, requestParser, setRequestParser, fetchAPI }) {
+      if (!requestParser || request.method !== "POST" || /^multipart\//i.test(request.headers.get("content-type") ?? "")) return;
+      setRequestParser(async (req) => {
+        const text = utf8Text(await req.arrayBuffer());
+        if (text === null) throw new GraphQLError("The body is not valid UTF-8.", { extensions: { code: "BAD_REQUEST", http: { status: 400 } } });
+        return requestParser(new fetchAPI.Request(req.url, { method: "POST", headers: req.headers, body: text }));
       });
     },
   };

@@ -3,6 +3,7 @@ import type { Authenticator, Tenant } from "../core/auth.js";
 import { CoreError } from "../core/errors.js";
 import type { IdempotencyService } from "../core/idempotency.js";
 import type { Logger } from "../logger.js";
+import { bodyText } from "../rest/http.js";
 import { credentialsFrom } from "./credentials.js";
 
 /** The POSTs that only read: the log reads of the command-line tool (also as OpenAPI path templates). */
@@ -30,8 +31,8 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
       throw err;
     }
 
-    // Cached by Hono: the handler reads the same text again.
-    const body = await c.req.text();
+    // Cached by Hono: the handler reads the same bytes again. Not UTF-8: refused here, claiming nothing.
+    const body = await bodyText(c);
     const url = new URL(c.req.url);
     const claim = await service.claim(tenant, key, { method: c.req.method, path: url.pathname + url.search, body });
     if (claim.kind === "replay") {

@@ -2,17 +2,24 @@ import type { Context } from "hono";
 import type { z } from "zod";
 import type { Tenant } from "../core/auth.js";
 import { invalid } from "../core/errors.js";
-import { jsonFault, parseInput } from "../core/validation.js";
+import { jsonFault, parseInput, utf8Text } from "../core/validation.js";
 import { isoString } from "../time.js";
 
 export type Env = { Variables: { tenant: Tenant } };
+
+/** The body's text; bytes that are not UTF-8 are a 422 json_invalid (see utf8Text). Read once, however often asked. */
+export async function bodyText(c: Context): Promise<string> {
+  const text = utf8Text(await c.req.arrayBuffer());
+  if (text === null) throw invalid([{ loc: ["body"], msg: "JSON decode error", type: "json_invalid", input: {}, ctx: { error: "Invalid UTF-8" } }]);
+  return text;
+}
 
 /**
  * The JSON body, or undefined when there is none. Malformed JSON is a 422 as FastAPI answers it,
  * so that no handler sees half-parsed input.
  */
 export async function readJson(c: Context): Promise<unknown> {
-  const text = await c.req.text();
+  const text = await bodyText(c);
   if (text.trim() === "") return undefined;
   try {
     return JSON.parse(text);

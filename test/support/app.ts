@@ -64,8 +64,8 @@ export interface TestApp {
 export interface RequestOptions {
   key?: string;
   body?: unknown;
-  /** Sent as is, for malformed-body tests. */
-  rawBody?: string;
+  /** Sent as is, for malformed-body tests (bytes for bodies that are not UTF-8). */
+  rawBody?: string | Uint8Array<ArrayBuffer>;
   headers?: Record<string, string>;
 }
 
@@ -164,7 +164,7 @@ function watched(fetch: App["fetch"], guard: LeakGuard, registerSecrets: boolean
 export async function request(app: App, method: string, path: string, options: RequestOptions = {}): Promise<TestResponse> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.key) headers["x-api-key"] = options.key;
-  let body: string | undefined = options.rawBody;
+  let body: string | Uint8Array<ArrayBuffer> | undefined = options.rawBody;
   if (options.body !== undefined) {
     body = JSON.stringify(options.body);
     headers["content-type"] = "application/json";
