@@ -45,6 +45,15 @@ export const endpointsOf = (secrets: SecretBox, p: OAuthProvider): ProviderEndpo
   tokenEndpointAuthMethod: p.tokenEndpointAuthMethod,
 });
 
+/**
+ * A provider as REST names it (its provider_id, the path's) or as GraphQL does (its row's id). An
+ * act on a provider named by id reaches that row only: the id read first and then its provider_id
+ * acted on could reach another provider, created under the provider_id after the first was deleted.
+ */
+export type ProviderRef = { providerId: string } | { id: string };
+const whereRef = (ref: ProviderRef) => ("id" in ref ? { id: ref.id } : { providerId: ref.providerId });
+const nameOf = (ref: ProviderRef) => ("id" in ref ? ref.id : ref.providerId);
+
 /** A workspace's OAuth providers: configured by hand, or discovered from an MCP server and registered there. */
 export class ProviderService {
   constructor(
@@ -71,6 +80,13 @@ export class ProviderService {
   async get(tenant: Tenant, providerId: string): Promise<OAuthProvider> {
     const provider = await this.find(tenant, providerId);
     if (!provider) throw notFound("Provider", providerId);
+    return provider;
+  }
+
+  /** The provider a ProviderRef names, in the caller's workspace. */
+  private async getBy(tenant: Tenant, ref: ProviderRef): Promise<OAuthProvider> {
+    const provider = await this.deps.data(tenant).oAuthProvider.findFirst({ where: whereRef(ref) });
+    if (!provider) throw notFound("Provider", nameOf(ref));
     return provider;
   }
 
@@ -126,7 +142,7 @@ export class ProviderService {
     });
   }
 
-  async update(tenant: Tenant, providerId: string, body: unknown): Promise<OAuthProvider> {
+  async update(tenant: Tenant, ref: ProviderRef, body: unknown): Promise<OAuthProvider> {
     const input = parseInput(providerUpdateSchema(this.settings.allowHttp), body, "body");
     const data = {
       ...(input.name != null && { name: input.name }),
@@ -139,20 +155,20 @@ export class ProviderService {
       ...(input.revocation_url != null && { revocationUrl: input.revocation_url }),
     };
     // Nothing to change is not an update (Prisma would not run one, and count none).
-    if (Object.keys(data).length === 0) return this.get(tenant, providerId);
-    const { count } = await this.deps.data(tenant).oAuthProvider.updateMany({ where: { providerId }, data });
-    if (count === 0) throw notFound("Provider", providerId);
-    return this.get(tenant, providerId);
+    if (Object.keys(data).length === 0) return this.getBy(tenant, ref);
+    const { count } = await this.deps.data(tenant).oAuthProvider.updateMany({ where: whereRef(ref), data });
+    if (count === 0) throw notFound("Provider", nameOf(ref));
+    return this.getBy(tenant, ref);
   }
 
   /** Forgets the provider, its tokens and flows, then revokes the tokens there (where it can). */
-  async delete(tenant: Tenant, providerId: string): Promise<{ deletedTokens: number }> {
-    const provider = await this.get(tenant, providerId);
+  async delete(tenant: Tenant, ref: ProviderRef): Promise<{ deletedTokens: number }> {
+    const provider = await this.getBy(tenant, ref);
     const taken = await this.deps.data(tenant).$transaction(async (tx) => {
       // Locked first: a code exchange storing its token now waits for this to commit, then finds the provider gone.
       const locked = await tx.$queryRaw<unknown[]>`SELECT id FROM oauth_providers WHERE id = ${provider.id}::uuid FOR UPDATE`;
       // Gone since it was read: another deletion took it (and its tokens) first; this one deleted nothing.
-      if (locked.length === 0) throw notFound("Provider", providerId);
+      if (locked.length === 0) throw notFound("Provider", nameOf(ref));
       const tokens = await this.vault.take(tx, { oauthProviderId: provider.id });
       await tx.oAuthProvider.deleteMany({ where: { id: provider.id } });
       return tokens;

@@ -127,14 +127,24 @@ export function userErrorsFrom(err: unknown, names: PathNames = {}): UserError[]
 /**
  * Runs one core call for a mutation: its result merged into the payload with no userErrors, or,
  * when core refuses, the payload's object fields null and the userErrors.
+ *
+ * The request's loaders are emptied before it runs and after: it must act on what is there now, not
+ * on what an earlier mutation of the document read (a provider deleted and its provider_id taken by
+ * another since), and its payload must show what it left, not what it read before writing (a
+ * revision's deployment showing it QUEUED after an interrupt). Mutations run one after another,
+ * each payload resolved before the next starts, so each sees the ones before it.
  */
 export async function mutate<T extends object>(
+  ctx: { loaders: { clearAll(): void } },
   run: () => Promise<T>,
   names: PathNames = {},
 ): Promise<Partial<T> & { userErrors: UserError[] }> {
+  ctx.loaders.clearAll();
   try {
     return { ...(await run()), userErrors: [] };
   } catch (err) {
     return { userErrors: userErrorsFrom(err, names) } as Partial<T> & { userErrors: UserError[] };
+  } finally {
+    ctx.loaders.clearAll();
   }
 }

@@ -48,6 +48,12 @@ export class Loaders {
     private readonly tenant: Tenant,
   ) {}
 
+  /** Forgets every read so far: a mutation reads what is there now, and its payload what it left. */
+  clearAll(): void {
+    this.made = {};
+    this.revisionPages = this.revisionCounts = this.logPages = this.logCounts = null;
+  }
+
   private byIds<T>(load: (tenant: Tenant, ids: readonly string[]) => Promise<(T | null)[]>) {
     return new DataLoader<string, T | null>((ids) => load(this.tenant, ids), { maxBatchSize: 500 });
   }

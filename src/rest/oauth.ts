@@ -102,11 +102,11 @@ export function oauthProviderRoutes(core: Pick<Core, "oauthProviders">) {
     }))
     .patch("/v2/auth/providers/:provider_id", describe({ tag: providersTag, summary: "Update an OAuth provider", params: providerParam, body: providerUpdateSchema(false), responses: { ...providerAnswer, 404: notFound } }, async (c) => {
       const { provider_id } = pathParams(c, providerParam);
-      return c.json(presentProvider(await providers.update(c.var.tenant, provider_id, await readJson(c))));
+      return c.json(presentProvider(await providers.update(c.var.tenant, { providerId: provider_id }, await readJson(c))));
     }))
     .delete("/v2/auth/providers/:provider_id", describe({ tag: providersTag, summary: "Delete an OAuth provider and its tokens", params: providerParam, responses: { 200: { description: "Deleted", schema: z.object({ provider_id: z.string(), deleted: z.boolean(), deleted_tokens: z.number().int() }) }, 404: notFound } }, async (c) => {
       const { provider_id } = pathParams(c, providerParam);
-      const { deletedTokens } = await providers.delete(c.var.tenant, provider_id);
+      const { deletedTokens } = await providers.delete(c.var.tenant, { providerId: provider_id });
       return c.json({ provider_id, deleted: true, deleted_tokens: deletedTokens });
     }));
 }

@@ -60,13 +60,13 @@ builder.mutationFields((t) => ({
     description: "A push token for the registry, for an internal_container deployment: lets docker push its images for an hour.",
     args: { deploymentId: t.arg.id({ required: true }) },
     resolve: (_root, { deploymentId }, ctx) =>
-      mutate(async () => ctx.core.pushTokens.create(ctx.tenant, requireId(deploymentId, "Deployment")), { notFound: "deploymentId" }),
+      mutate(ctx, async () => ctx.core.pushTokens.create(ctx.tenant, requireId(deploymentId, "Deployment")), { notFound: "deploymentId" }),
   }),
   deploymentUploadUrlCreate: t.field({
     type: UploadUrlPayloadRef,
     description: "A signed URL to upload the deployment's source (a gzip tarball) to, for a remote build (internal_source).",
     args: { deploymentId: t.arg.id({ required: true }) },
     resolve: (_root, { deploymentId }, ctx) =>
-      mutate(async () => ctx.core.uploads.issue(ctx.tenant, requireId(deploymentId, "Deployment"), requestOrigin(ctx)), { notFound: "deploymentId" }),
+      mutate(ctx, async () => ctx.core.uploads.issue(ctx.tenant, requireId(deploymentId, "Deployment"), requestOrigin(ctx)), { notFound: "deploymentId" }),
   }),
 }));

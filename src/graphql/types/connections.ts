@@ -70,7 +70,7 @@ builder.mutationFields((t) => ({
     description: "Connects an OAuth token to an agent.",
     args: { agentId: t.arg.string({ required: true }), input: t.arg({ type: CreateInput, required: true }) },
     resolve: (_root, { agentId, input }, ctx) =>
-      mutate(async () => ({
+      mutate(ctx, async () => ({
         agentConnection: await ctx.core.connections.create(ctx.tenant, ctx.core.batch.parseAgentId(agentId), toRestBody(input)),
       })),
   }),
@@ -79,7 +79,7 @@ builder.mutationFields((t) => ({
     description: "Disconnects the token from its agent.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) =>
-      mutate(async () => {
+      mutate(ctx, async () => {
         const found = await ctx.loaders.connection.load(requireId(id, "AgentConnection"));
         if (!found) throw notFound("Connection", id);
         await ctx.core.connections.delete(ctx.tenant, found.agentId, found.id);

@@ -8,7 +8,6 @@ import { maskedSecrets } from "../../core/schemas/secrets.js";
 import type { AgentEnvironment } from "../../core/schemas/agent.js";
 import { deploymentSourceConfig } from "../../core/schemas/source-config.js";
 import { type DeploymentStatus, IMMUTABLE_SOURCE_CONFIG_FIELDS, REVISION_TRIGGER_FIELDS, type Source } from "../../core/schemas/source.js";
-import type { Deployment } from "../../generated/prisma/client.js";
 import type { RevisionStatus } from "../../core/revision-machine.js";
 import { builder } from "../builder.js";
 import type { GraphQLContext } from "../context.js";
@@ -242,7 +241,7 @@ const DeploymentUpdateInput = builder.inputType("DeploymentUpdateInput", {
 });
 
 interface DeploymentPayload {
-  deployment?: Deployment | null;
+  deployment?: DeploymentView | null;
   userErrors: UserError[];
 }
 
@@ -261,20 +260,15 @@ const DeploymentDeletePayload = builder.objectRef<{ deletedDeploymentId?: string
   }),
 });
 
-/** The deployment a mutation returns, with its latest revision already in the loader (no refetch). */
-function loaded(ctx: GraphQLContext, d: DeploymentWithRevision): { deployment: Deployment } {
-  const { latestRevision, ...deployment } = d;
-  if (latestRevision) ctx.loaders.revision.clear(latestRevision.id).prime(latestRevision.id, latestRevision);
-  ctx.loaders.deployment.clear(deployment.id).prime(deployment.id, deployment);
-  return { deployment };
-}
+/** The deployment a mutation returns, with the latest revision it wrote along (no refetch). */
+const written = (d: DeploymentWithRevision): { deployment: DeploymentView } => ({ deployment: d });
 
 builder.mutationFields((t) => ({
   deploymentCreate: t.field({
     type: payload("DeploymentCreatePayload"),
     description: "Creates a deployment and its first revision (status CREATING); follow it with revisionStatusChanged.",
     args: { input: t.arg({ type: DeploymentCreateInput, required: true }) },
-    resolve: (_root, { input }, ctx) => mutate(async () => loaded(ctx, await ctx.core.deployments.create(ctx.tenant, toRestBody(input)))),
+    resolve: (_root, { input }, ctx) => mutate(ctx, async () => written(await ctx.core.deployments.create(ctx.tenant, toRestBody(input)))),
   }),
   deploymentUpdate: t.field({
     type: payload("DeploymentUpdatePayload"),
@@ -282,7 +276,8 @@ builder.mutationFields((t) => ({
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: DeploymentUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
       mutate(
-        async () => loaded(ctx, await ctx.core.deployments.update(ctx.tenant, requireId(id, "Deployment"), toRestBody(input))),
+        ctx,
+        async () => written(await ctx.core.deployments.update(ctx.tenant, requireId(id, "Deployment"), toRestBody(input))),
         { notFound: "id" },
       ),
   }),
@@ -291,7 +286,7 @@ builder.mutationFields((t) => ({
     description: "Deletes the deployment with its revisions.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) =>
-      mutate(async () => {
+      mutate(ctx, async () => {
         await ctx.core.deployments.delete(ctx.tenant, requireId(id, "Deployment"));
         return { deletedDeploymentId: id };
       }, { notFound: "id" }),

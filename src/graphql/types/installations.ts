@@ -94,7 +94,7 @@ builder.mutationField("codehostInstallationRegister", (t) =>
     description: "Registers an installation made at the provider with this workspace.",
     args: { input: t.arg({ type: RegisterInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
-      mutate(async () => ({ codehostInstallation: await ctx.core.installations.register(ctx.tenant, toRestBody(input)) })),
+      mutate(ctx, async () => ({ codehostInstallation: await ctx.core.installations.register(ctx.tenant, toRestBody(input)) })),
   }),
 );
 
@@ -117,7 +117,7 @@ builder.mutationField("codehostInstallationRepositoriesSet", (t) =>
     description: "Replaces the repositories registered with an installation (what it gives access to at the provider).",
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: RepositoriesSetInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
-      mutate(async () => {
+      mutate(ctx, async () => {
         const integrationId = requireId(id, "CodehostInstallation");
         await ctx.core.repositories.replace(ctx.tenant, integrationId, toRestBody(input));
         return { codehostInstallation: await ctx.loaders.installation.load(integrationId) };

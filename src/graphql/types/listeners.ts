@@ -106,21 +106,21 @@ builder.mutationFields((t) => ({
     type: ListenerCreatePayload,
     description: "Registers a listener; its computeId must be unique in the workspace.",
     args: { input: t.arg({ type: ListenerCreateInput, required: true }) },
-    resolve: (_root, { input }, ctx) => mutate(async () => ({ listener: await ctx.core.listeners.create(ctx.tenant, toRestBody(input)) })),
+    resolve: (_root, { input }, ctx) => mutate(ctx, async () => ({ listener: await ctx.core.listeners.create(ctx.tenant, toRestBody(input)) })),
   }),
   listenerUpdate: t.field({
     type: ListenerUpdatePayload,
     description: "Changes a listener's version or compute config.",
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: ListenerUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
-      mutate(async () => ({ listener: await ctx.core.listeners.update(ctx.tenant, listenerId(id), toRestBody(input)) }), { notFound: "id" }),
+      mutate(ctx, async () => ({ listener: await ctx.core.listeners.update(ctx.tenant, listenerId(id), toRestBody(input)) }), { notFound: "id" }),
   }),
   listenerDelete: t.field({
     type: ListenerDeletePayload,
     description: "Removes a listener.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) =>
-      mutate(async () => {
+      mutate(ctx, async () => {
         await ctx.core.listeners.delete(ctx.tenant, listenerId(id));
         return { deletedListenerId: id };
       }, { notFound: "id" }),

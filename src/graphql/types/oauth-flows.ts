@@ -94,7 +94,7 @@ builder.mutationFields((t) => ({
     description: "The caller's token for a provider and scopes when one exists (refreshed if due), else starts an authorization-code flow with PKCE.",
     args: { input: t.arg({ type: AuthenticateInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
-      mutate(async () => {
+      mutate(ctx, async () => {
         const result = await ctx.core.oauthFlows.authenticate(ctx.tenant, toRestBody(input), ctx.origin);
         return { status: result.status, url: result.url, flow: result.flow, oauthToken: result.token };
       }),
@@ -104,7 +104,7 @@ builder.mutationFields((t) => ({
     description: "Completes one of the caller's flows with the code and state the provider sent back.",
     args: { providerId: t.arg.string({ required: true }), input: t.arg({ type: FinalizeInput, required: true }) },
     resolve: (_root, { providerId, input }, ctx) =>
-      mutate(async () => {
+      mutate(ctx, async () => {
         const { flow, token } = await ctx.core.oauthFlows.finalize(ctx.tenant, providerId, input);
         return { flow, oauthToken: token };
       }),

@@ -1,9 +1,7 @@
 import type { OAuthProvider } from "../../core/oauth-providers.js";
 import type { OAuthToken } from "../../core/oauth-tokens.js";
-import { notFound } from "../../core/errors.js";
 import { builder } from "../builder.js";
 import { SECRET_FIELD } from "../redact.js";
-import type { GraphQLContext } from "../context.js";
 import { mutate, type UserError, UserErrorType } from "../errors.js";
 import { toRestBody } from "../input-names.js";
 import { registerNode, requireId } from "../nodes.js";
@@ -154,33 +152,27 @@ const TokenUpdatePayload = builder.objectRef<{ oauthToken?: OAuthToken | null; u
   }),
 });
 
-/** The provider a global id names, for a mutation: its slug (REST's path parameter). */
-async function providerSlug(ctx: GraphQLContext, id: string): Promise<string> {
-  const provider = await ctx.loaders.oauthProvider.load(requireId(id, "OAuthProvider"));
-  if (!provider) throw notFound("OAuthProvider", id);
-  return provider.providerId;
-}
-
 builder.mutationFields((t) => ({
   oauthProviderCreate: t.field({
     type: ProviderPayload("OAuthProviderCreatePayload"),
     description: "Configures a provider by hand (its client registered at the provider beforehand).",
     args: { input: t.arg({ type: ProviderCreateInput, required: true }) },
-    resolve: (_root, { input }, ctx) => mutate(async () => ({ oauthProvider: await ctx.core.oauthProviders.create(ctx.tenant, toRestBody(input)) })),
+    resolve: (_root, { input }, ctx) => mutate(ctx, async () => ({ oauthProvider: await ctx.core.oauthProviders.create(ctx.tenant, toRestBody(input)) })),
   }),
   oauthProviderDiscover: t.field({
     type: ProviderPayload("OAuthProviderDiscoverPayload"),
     description: "Finds an MCP server's authorization server (RFC 9728, RFC 8414 / OpenID discovery) and registers a client there (RFC 7591).",
     args: { input: t.arg({ type: ProviderDiscoverInput, required: true }) },
     resolve: (_root, { input }, ctx) =>
-      mutate(async () => ({ oauthProvider: await ctx.core.oauthProviders.discover(ctx.tenant, toRestBody(input), ctx.origin) })),
+      mutate(ctx, async () => ({ oauthProvider: await ctx.core.oauthProviders.discover(ctx.tenant, toRestBody(input), ctx.origin) })),
   }),
   oauthProviderUpdate: t.field({
     type: ProviderPayload("OAuthProviderUpdatePayload"),
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: ProviderUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
       mutate(
-        async () => ({ oauthProvider: await ctx.core.oauthProviders.update(ctx.tenant, await providerSlug(ctx, id), toRestBody(input)) }),
+        ctx,
+        async () => ({ oauthProvider: await ctx.core.oauthProviders.update(ctx.tenant, { id: requireId(id, "OAuthProvider") }, toRestBody(input)) }),
         { notFound: "id" },
       ),
   }),
@@ -189,8 +181,8 @@ builder.mutationFields((t) => ({
     description: "Revokes every token of the provider there (where it can), then forgets the provider and its tokens.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) =>
-      mutate(async () => {
-        await ctx.core.oauthProviders.delete(ctx.tenant, await providerSlug(ctx, id));
+      mutate(ctx, async () => {
+        await ctx.core.oauthProviders.delete(ctx.tenant, { id: requireId(id, "OAuthProvider") });
         return { deletedId: id };
       }, { notFound: "id" }),
   }),
@@ -200,6 +192,7 @@ builder.mutationFields((t) => ({
     args: { id: t.arg.id({ required: true }), input: t.arg({ type: TokenUpdateInput, required: true }) },
     resolve: (_root, { id, input }, ctx) =>
       mutate(
+        ctx,
         async () => ({ oauthToken: await ctx.core.oauthTokens.update(ctx.tenant, requireId(id, "OAuthToken"), toRestBody(input)) }),
         { notFound: "id" },
       ),
@@ -209,7 +202,7 @@ builder.mutationFields((t) => ({
     description: "Revokes one of the caller's tokens at its provider (where it can) and forgets it, and the agent connections that use it.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) =>
-      mutate(async () => {
+      mutate(ctx, async () => {
         await ctx.core.oauthTokens.delete(ctx.tenant, requireId(id, "OAuthToken"));
         return { deletedId: id };
       }, { notFound: "id" }),

@@ -128,6 +128,7 @@ builder.mutationFields((t) => ({
     args: { deploymentId: t.arg.id({ required: true }), input: t.arg({ type: RevisionCreateInput, required: true }) },
     resolve: (_root, { deploymentId, input }, ctx) =>
       mutate(
+        ctx,
         async () => ({ revision: await ctx.core.deployments.createRevision(ctx.tenant, requireId(deploymentId, "Deployment"), toRestBody(input)) }),
         { notFound: "deploymentId" },
       ),
@@ -137,7 +138,7 @@ builder.mutationFields((t) => ({
     description: "A new revision from this revision's configuration (a rollback), which the deployment takes on.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) =>
-      mutate(async () => {
+      mutate(ctx, async () => {
         const revision = await revisionOf(ctx, id);
         const deployment = await ctx.core.deployments.redeploy(ctx.tenant, revision.deploymentId, revision.id);
         return { deployment, revision: deployment.latestRevision };
@@ -148,7 +149,7 @@ builder.mutationFields((t) => ({
     description: "Stops a revision in progress (status INTERRUPTED); a finished revision cannot be interrupted.",
     args: { id: t.arg.id({ required: true }) },
     resolve: (_root, { id }, ctx) =>
-      mutate(async () => {
+      mutate(ctx, async () => {
         const revision = await revisionOf(ctx, id);
         return { revision: await ctx.core.revisions.interrupt(ctx.tenant, revision.deploymentId, revision.id) };
       }, { notFound: "id" }),
