@@ -1,6 +1,9 @@
 import { createPublicKey } from "node:crypto";
 import { X509Certificate } from "node:crypto";
+import { createServer, type Socket } from "node:net";
 import { describe, expect, it } from "vitest";
+import { Registry } from "../../src/core/registry/index.js";
+import { checkImage } from "../../src/pipeline/checks/image.js";
 import { isRepositoryName, parseImageReference } from "../../src/core/registry/reference.js";
 import { grant, parseScopes } from "../../src/core/registry/scopes.js";
 import { deriveSigningKey, libtrustKeyId, TokenSigner } from "../../src/core/registry/signer.js";
@@ -67,5 +70,26 @@ describe("the token-signing key", () => {
     expect(libtrustKeyId(cert.publicKey)).toBe(signer.keyId);
     expect(cert.verify(cert.publicKey)).toBe(true);
     expect(new Date(cert.validTo).getTime()).toBeGreaterThan(Date.now() + 365 * 24 * 3600_000);
+  });
+});
+
+describe("looking an image up", () => {
+  it("gives up on a registry that takes the connection and never answers: each attempt bounded, the build told why", async () => {
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => void sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const { port } = silent.address() as { port: number };
+    try {
+      const registry = new Registry(`http://127.0.0.1:${port}`, new TokenSigner(Buffer.alloc(32, 7)), 300);
+      const owner = { workspaceId: "ws", id: "dep" };
+      const step = new AbortController();
+      const check = await checkImage(registry, owner, `127.0.0.1:${port}/ws/dep/agent:1`, step.signal);
+      expect(check).toMatchObject({ ok: false, message: expect.stringContaining("no answer within 0.3 s") });
+      // Every attempt asked once, then left waiting: the registry saw three requests.
+      expect(sockets.length).toBe(3);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 });

@@ -13,6 +13,9 @@ export interface RepositoryOwner {
   id: string;
 }
 
+/** How long a manifest lookup waits for the registry (undici's own limit is 300 s, held on a build step's lease). */
+const LOOKUP_TIMEOUT_MS = 10_000;
+
 /** The media types asked for when looking an image up: OCI and Docker, single images and indexes. */
 export const MANIFEST_TYPES = [
   "application/vnd.oci.image.manifest.v1+json",
@@ -40,7 +43,8 @@ export class Registry {
     /** REGISTRY_URL, as clients reach it. */
     readonly url: string,
     readonly signer: TokenSigner,
-    private readonly fetchImpl: typeof fetch = fetch,
+    /** How long one lookup waits for the registry's answer (a registry that takes the connection and hangs). */
+    private readonly lookupTimeoutMs = LOOKUP_TIMEOUT_MS,
   ) {
     const u = new URL(url);
     this.host = u.host;
@@ -69,16 +73,21 @@ export class Registry {
 
   /**
    * Asks the registry for the image's manifest with a token of its own that may only pull that one
-   * repository. Network failures throw (the caller decides whether to retry).
+   * repository. Network failures, and no answer within lookupTimeoutMs, throw (the caller decides
+   * whether to retry); `signal` (the step's) aborts it sooner.
    */
   async manifest(ref: ImageReference, signal?: AbortSignal): Promise<ManifestLookup> {
     const pull: RegistryAction[] = ["pull"];
     const { token } = await this.token("image-check", [{ type: "repository", name: ref.repository, actions: pull }]);
     const url = `${new URL(this.url).origin}/v2/${ref.repository}/manifests/${encodeURIComponent(manifestReference(ref))}`;
-    const res = await this.fetchImpl(url, {
+    const timeout = AbortSignal.timeout(this.lookupTimeoutMs);
+    const res = await fetch(url, {
       method: "HEAD",
       headers: { accept: MANIFEST_TYPES.join(", "), authorization: `Bearer ${token}` },
-      signal,
+      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+    }).catch((err: unknown) => {
+      if (timeout.aborted && !signal?.aborted) throw new Error(`no answer within ${this.lookupTimeoutMs / 1000} s`);
+      throw err;
     });
     if (res.ok) {
       const digest = res.headers.get("docker-content-digest") ?? ref.digest;
