@@ -145,7 +145,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
         try {
           document = parse(payload.query);
         } catch (err) {
-          if (err instanceof GraphQLError) return [err];
+          if (err instanceof GraphQLError) return [asParseFailure(err)];
           throw err;
         }
         const args: ExecutionArgs = {
@@ -251,4 +251,16 @@ function sharedKeepAlive(wss: WebSocketServer): { stop(): void } {
   }, KEEP_ALIVE_MS);
   timer.unref();
   return { stop: () => clearInterval(timer) };
+}
+
+/**
+ * A syntax error as yoga marks it over HTTP (GRAPHQL_PARSE_FAILED, 400), in place: yoga's parse
+ * cache keeps one error object per text for both faces, and marks it only when an HTTP request
+ * parses it (usePreventMutationViaGET). Unmarked here, the text then answered HTTP as BAD_USER_INPUT.
+ */
+function asParseFailure(error: GraphQLError): GraphQLError {
+  const extensions = error.extensions as Record<string, unknown>;
+  extensions.code ??= "GRAPHQL_PARSE_FAILED";
+  extensions.http ??= { spec: true, status: 400 };
+  return error;
 }

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { subscribeSse, subscribeWs, wsClient } from "./live.js";
+import { type Received, subscribeSse, subscribeWs, wsClient } from "./live.js";
 import { globalId, gql } from "./support.js";
 
 /**
@@ -135,5 +135,34 @@ describe("a client's mistakes are not errors of the service", () => {
     const errors = lines.filter((l) => l.level >= ERROR);
     expect(errors).toHaveLength(1);
     expect(errors[0]!.err?.stack).toContain("boom: a bug");
+  });
+});
+
+describe("a document that does not parse", () => {
+  /** Its errors over graphql-ws (the messages of an error, or the data results' errors). */
+  async function overWs(query: string): Promise<Received["errors"]> {
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const sub = subscribeWs(client, query, {});
+      return await sub.done.then(
+        () => sub.messages.flatMap((m) => m.errors ?? []),
+        (errors: Received["errors"]) => errors,
+      );
+    } finally {
+      await client.dispose();
+    }
+  }
+
+  // yoga's parse cache keeps the error of a text once for both faces; yoga marks it over HTTP only.
+  it("is GRAPHQL_PARSE_FAILED over graphql-ws and HTTP alike, whichever parsed the text first", async () => {
+    const wsFirst = `{ viewer { uuid${randomUUID().replaceAll("-", "")} `;
+    expect(await overWs(wsFirst)).toEqual([expect.objectContaining({ message: expect.stringMatching(/^Syntax Error/), extensions: { code: "GRAPHQL_PARSE_FAILED" } })]);
+    const http = await gql(t, ws.apiKey, wsFirst);
+    expect(http.status).toBe(400);
+    expect(http.errors).toEqual([expect.objectContaining({ extensions: { code: "GRAPHQL_PARSE_FAILED" } })]);
+
+    const httpFirst = `{ viewer { uuid${randomUUID().replaceAll("-", "")} `;
+    expect((await gql(t, ws.apiKey, httpFirst)).errors).toEqual([expect.objectContaining({ extensions: { code: "GRAPHQL_PARSE_FAILED" } })]);
+    expect(await overWs(httpFirst)).toEqual([expect.objectContaining({ extensions: { code: "GRAPHQL_PARSE_FAILED" } })]);
   });
 });
