@@ -1,6 +1,5 @@
 import {
   type DocumentNode,
-  type ExecutionArgs,
   getNamedType,
   GraphQLError,
   type GraphQLInputObjectType,
@@ -96,6 +95,14 @@ function secretPlaces(schema: GraphQLSchema, document: DocumentNode): SecretPlac
       EnumValue: values,
     }),
   );
+  // A variable's default value goes wherever the variable does: a secret, when the variable is one,
+  // whatever its declared type (a String's default is walked before the use that makes it a secret).
+  for (const definition of document.definitions) {
+    if (definition.kind !== Kind.OPERATION_DEFINITION) continue;
+    for (const { variable, defaultValue } of definition.variableDefinitions ?? []) {
+      if (defaultValue?.loc && places.variables.has(variable.name.value)) places.ranges.push([defaultValue.loc.start, defaultValue.loc.end]);
+    }
+  }
   placesByDocument.set(document, places);
   return places;
 }

@@ -50,6 +50,11 @@ const CASES: { name: string; query: string; variables: (id: string, s: string) =
     variables: (id) => ({ id }),
   },
   {
+    name: "a String variable used as a secret's value, its default a list",
+    query: `mutation($id: ID!, $v: String = ["S"]) { deploymentUpdate(id: $id, input: { secrets: [{ name: "A", value: $v }] }) { ${PAYLOAD} } }`,
+    variables: (id) => ({ id }),
+  },
+  {
     name: "a literal secrets list given where an enum goes",
     query: `mutation($id: ID!) { deploymentUpdate(id: $id, input: { revisionSource: [{ name: "A", value: "S" }] }) { ${PAYLOAD} } }`,
     variables: (id) => ({ id }),
