@@ -7,16 +7,12 @@ import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pag
 import { isUniqueViolation, violatedForeignKey } from "./prisma-errors.js";
 import type { TokenVault } from "./oauth-tokens.js";
 import { parseInput } from "./validation.js";
+import { uuidsOnly } from "./batch-reads.js";
+
+/** SPEC.md's agent id rule (the deployments filter's): connections name their agents by it. */
+export { agentIdSchema } from "./schemas/agent.js";
 
 export type { AgentConnection };
-
-/** SPEC.md's agent id rule (the deployments filter uses the same one). */
-export const agentIdSchema = z
-  .string()
-  .min(1)
-  // abort: a too-long id is one problem (string_too_long), as pydantic reports it, not two.
-  .max(63, { abort: true })
-  .regex(/^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$/);
 
 export const connectionCreateSchema = z.object({
   // Printable and without whitespace: it is an identifier, and PostgreSQL text cannot hold NUL.
@@ -86,9 +82,9 @@ export class ConnectionService {
   }
 
   async delete(tenant: Tenant, agentId: string, connectionId: string): Promise<void> {
-    const { count } = await this.deps.data(tenant).agentConnection.deleteMany({
-      where: { id: connectionId, agentId },
-    });
+    // Connection ids are UUIDs: any other names none (and would not reach a uuid column).
+    const [id] = uuidsOnly([connectionId]);
+    const { count } = id ? await this.deps.data(tenant).agentConnection.deleteMany({ where: { id, agentId } }) : { count: 0 };
     if (count === 0) throw notFound("Connection", connectionId);
   }
 }

@@ -5,7 +5,8 @@ import { describe, notFound, nullableTimestamp, refused, timestamp } from "./doc
 import { type Env, iso, pathParams, readJson } from "./http.js";
 
 const agentParam = z.object({ agent_id: agentIdSchema });
-const connectionParam = z.object({ agent_id: agentIdSchema, connection_id: z.guid() });
+/** A plain string in the reference, not a UUID: one that names no connection is a 404, whatever its form. */
+const connectionParam = z.object({ agent_id: agentIdSchema, connection_id: z.string().max(100) });
 
 const BASE = "/v2/auth/agents/:agent_id/connections";
 

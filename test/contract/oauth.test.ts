@@ -142,7 +142,7 @@ describe("the reference contract", () => {
     expect((await call("GET", "/v2/auth/agents/{agent_id}/connections", { agent_id: agent })).body.data).toHaveLength(1);
     expect((await call("GET", "/v2/auth/agents/{agent_id}/connections", { agent_id: "Bad" })).status).toBe(422);
     expect((await call("DELETE", "/v2/auth/agents/{agent_id}/connections/{connection_id}", { agent_id: agent, connection_id: connected.body.id })).status).toBe(204);
-    expect((await call("DELETE", "/v2/auth/agents/{agent_id}/connections/{connection_id}", { agent_id: agent, connection_id: "x" })).status).toBe(422);
+    expect((await call("DELETE", "/v2/auth/agents/{agent_id}/connections/{connection_id}", { agent_id: agent, connection_id: "x" })).status).toBe(404);
 
     expect((await call("DELETE", "/v2/auth/tokens/{token_id}", { token_id: tokenId })).status).toBe(204);
     expect((await call("DELETE", "/v2/auth/tokens/{token_id}", { token_id: tokenId })).status).toBe(404);

@@ -139,10 +139,20 @@ describe("agent connections", () => {
     expect((await connect(mine.apiKey, "a", token.id)).status).toBe(201);
     expect((await connect(mine.apiKey, `a${"b".repeat(62)}`, token.id)).status).toBe(201);
 
-    const both = await t.request("DELETE", `${path("Bad")}/not-a-uuid`, { key: mine.apiKey });
-    expect(both.status).toBe(422);
-    expect(both.body.detail.map((d: { loc: unknown }) => d.loc)).toEqual([["path", "agent_id"], ["path", "connection_id"]]);
-    expect(both.body.detail[1]).toMatchObject({ type: "uuid_parsing", input: "not-a-uuid" });
+    // connection_id is a plain string in the reference (not documented as a UUID): one that names no
+    // connection, whatever its form, is a 404, as a token_id is.
+    for (const id of ["not-a-uuid", "abc", "x".repeat(100)]) {
+      const res = await t.request("DELETE", `${path("a")}/${id}`, { key: mine.apiKey });
+      expect(res.status, id).toBe(404);
+      expect(res.body).toEqual({ detail: `Connection ID ${id} not found.` });
+    }
+    expect((await t.request("DELETE", `${path("a")}/${"x".repeat(101)}`, { key: mine.apiKey })).body.detail).toEqual([
+      expect.objectContaining({ loc: ["path", "connection_id"], type: "string_too_long" }),
+    ]);
+    const bad = await t.request("DELETE", `${path("Bad")}/not-a-uuid`, { key: mine.apiKey });
+    expect(bad.status).toBe(422);
+    expect(bad.body.detail.map((d: { loc: unknown }) => d.loc)).toEqual([["path", "agent_id"]]);
+    expect((await t.request("GET", path("a"), { key: mine.apiKey })).body.data).toHaveLength(1);
 
     for (const [value, type] of [
       [undefined, "missing"],
