@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import type { z } from "zod";
 import type { Tenant } from "../core/auth.js";
 import { invalid } from "../core/errors.js";
+import { listParams } from "../core/schemas/query.js";
 import { jsonFault, parseInput, utf8Text } from "../core/validation.js";
 import { isoString } from "../time.js";
 
@@ -33,11 +34,14 @@ export async function readJson(c: Context): Promise<unknown> {
 export const pathParams = <S extends z.ZodType>(c: Context, schema: S): z.output<S> =>
   parseInput(schema, c.req.param(), "path");
 
-/** Query parameters; a name given more than once yields an array (`?deployment_ids=a&deployment_ids=b`). */
+/**
+ * Query parameters. A list parameter given more than once yields an array
+ * (`?deployment_ids=a&deployment_ids=b`); any other, its last value, as FastAPI reads it.
+ */
 export function queryParams<S extends z.ZodType>(c: Context, schema: S): z.output<S> {
-  const all = c.req.queries();
+  const lists = listParams(schema);
   const flat: Record<string, string | string[]> = {};
-  for (const [name, values] of Object.entries(all)) flat[name] = values.length === 1 ? values[0]! : values;
+  for (const [name, values] of Object.entries(c.req.queries())) flat[name] = values.length > 1 && lists.has(name) ? values : values.at(-1)!;
   return parseInput(schema, flat, "query");
 }
 

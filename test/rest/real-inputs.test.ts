@@ -37,6 +37,23 @@ describe("query strings", () => {
     expect((await call("GET", "/v2/deployments?limit=")).status).toBe(422);
   });
 
+  it("takes the last of a repeated single-valued parameter, as FastAPI does; lists take every value", async () => {
+    const image = { image_uri: "r.example/a:1" };
+    const made = [];
+    for (const name of ["repeat-a", "repeat-b", "repeat-c"]) made.push((await call("POST", "/v2/deployments", { name, source: "internal_container", source_revision_config: image })).body);
+    const ids = (res: { body: { resources: { id: string }[] } }) => res.body.resources.map((r) => r.id);
+    const limited = await call("GET", "/v2/deployments?limit=1&limit=2&name_contains=repeat-");
+    expect(limited.status, limited.text).toBe(200);
+    expect(limited.body.resources).toHaveLength(2);
+    expect(ids(await call("GET", "/v2/deployments?name=repeat-a&name=repeat-b"))).toEqual([made[1].id]);
+    // Only the last is read: a bad earlier value is not looked at.
+    expect((await call("GET", "/v2/deployments?limit=many&limit=1&name_contains=repeat-")).body.resources).toHaveLength(1);
+    expect((await call("GET", "/v2/deployments?limit=1&limit=many")).status).toBe(422);
+    expect(ids(await call("GET", `/v2/deployments?deployment_ids=${made[0].id}&deployment_ids=${made[2].id}`)).sort()).toEqual([made[0].id, made[2].id].sort());
+    const revisions = `/v2/deployments/${made[0].id}/revisions`;
+    expect((await call("GET", `${revisions}?status=RUNNING&status=CREATING`)).body.resources).toHaveLength(1);
+  });
+
   it("refuses DELETE …?delete_tracing_project=<not a boolean> with 422, and deletes nothing", async () => {
     const d = (await call("POST", "/v2/deployments", { name: "tracing", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } })).body;
     const res = await call("DELETE", `/v2/deployments/${d.id}?delete_tracing_project=notabool`);

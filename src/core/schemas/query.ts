@@ -5,13 +5,42 @@ import { z } from "zod";
  * Items are trimmed and empty ones dropped, then each is validated by `item`; a list with no items
  * (`?ids=`) is no list at all (unset).
  */
-export const commaList = <T extends z.ZodType>(item: T) =>
-  z.preprocess((raw) => {
+export const commaList = <T extends z.ZodType>(item: T) => {
+  const list = z.preprocess((raw) => {
     if (raw === undefined) return undefined;
     const values = Array.isArray(raw) ? raw : [raw];
     const items = values.flatMap((v) => (typeof v === "string" ? v.split(",") : [v])).map((v) => (typeof v === "string" ? v.trim() : v)).filter((v) => v !== "");
     return items.length > 0 ? items : undefined;
   }, z.array(item).optional());
+  LISTS.add(list);
+  return list;
+};
+
+/** The schemas commaList made: the parameters that may be repeated. */
+const LISTS = new WeakSet<z.ZodType>();
+const listNamesOf = new WeakMap<z.ZodType, ReadonlySet<string>>();
+
+/** A parameter's schema is a list when it is commaList's, piped or made optional after. */
+const isList = (schema: z.ZodType): boolean =>
+  LISTS.has(schema) || (schema instanceof z.ZodPipe && isList(schema.in as z.ZodType)) || (schema instanceof z.ZodOptional && isList(schema.unwrap() as z.ZodType));
+
+/** The query object inside a schema (emptyFiltersUnset wraps it in a pipe). */
+const objectOf = (schema: z.ZodType): z.ZodObject | null =>
+  schema instanceof z.ZodObject ? schema : schema instanceof z.ZodPipe ? (objectOf(schema.out as z.ZodType) ?? objectOf(schema.in as z.ZodType)) : null;
+
+/**
+ * The names of a query schema's list parameters (commaList). Any other parameter given more than
+ * once is read as FastAPI reads it: its last value.
+ */
+export function listParams(schema: z.ZodType): ReadonlySet<string> {
+  let names = listNamesOf.get(schema);
+  if (!names) {
+    const shape = objectOf(schema)?.shape ?? {};
+    names = new Set(Object.entries(shape).flatMap(([name, field]) => (isList(field as z.ZodType) ? [name] : [])));
+    listNamesOf.set(schema, names);
+  }
+  return names;
+}
 
 /**
  * Query filters as the real API reads them: a filter sent empty (`?name_contains=`) filters
