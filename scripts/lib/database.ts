@@ -3,6 +3,12 @@ import { type Database, openDatabase } from "../../src/db/client.js";
 import { lockDataDir } from "../../src/db/data-dir-lock.js";
 
 /**
+ * How long one statement of a script may go unanswered, instead of the service's 20 s: the rotation
+ * counts every sealed column of whole tables at its end, and a person waits at the terminal anyway.
+ */
+const SCRIPT_QUERY_TIMEOUT_MS = 600_000;
+
+/**
  * The service's database, as a command-line script (`npm run keys`, `npm run secrets:rotate`) opens
  * it: PostgreSQL (DATABASE_URL) beside the running replicas; embedded PGlite only while no other
  * process has DATA_DIR, whose lock it holds until close(). A folder in use throws StartupError, which
@@ -12,7 +18,7 @@ export async function openScriptDatabase(config: Config, command: string): Promi
   const lock = config.database.kind === "pglite" && config.database.dataDir ? lockDataDir(config.dataDir, command) : null;
   let db: Database;
   try {
-    db = await openDatabase(config.database, { poolSize: 2 });
+    db = await openDatabase(config.database, { poolSize: 2, queryTimeoutMs: SCRIPT_QUERY_TIMEOUT_MS });
   } catch (err) {
     lock?.release();
     throw err;

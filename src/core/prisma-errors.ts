@@ -38,7 +38,8 @@ const ADAPTER_UNAVAILABLE = new Set(["DatabaseNotReachable", "ConnectionClosed",
 /** SQLSTATEs of a lost or refused connection: admin/crash shutdown, cannot connect now, too many connections. */
 const SQLSTATE_UNAVAILABLE = new Set(["57P01", "57P02", "57P03", "53300"]);
 const SOCKET_UNAVAILABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH"]);
-const PG_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable/i;
+/** pg's own: a connection lost, none free or opened in time (connectionTimeoutMillis), no answer in time (query_timeout). */
+const PG_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Query read timeout/i;
 
 /**
  * True when err (a Prisma error, a driver adapter error or a raw pg error, at any depth of cause)

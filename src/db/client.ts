@@ -16,8 +16,11 @@ export interface Sql {
   /** Runs a script of one or more statements, without parameters. */
   script(sql: string): Promise<void>;
   query<T extends Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
-  /** Runs fn on one connection held for its duration (session locks, transactions). */
-  session<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
+  /**
+   * Runs fn on one connection held for its duration (session locks, transactions). On PostgreSQL,
+   * `queryTimeoutMs` bounds its statements instead of the pool's QUERY_TIMEOUT_MS (migrations).
+   */
+  session<T>(fn: (sql: Sql) => Promise<T>, options?: { queryTimeoutMs?: number }): Promise<T>;
 }
 
 export interface Database {
@@ -40,7 +43,34 @@ export interface OpenOptions {
   poolSize?: number;
   /** PostgreSQL only: where lost connections are told. */
   logger?: Logger;
+  /** PostgreSQL only: how long a statement may go unanswered (QUERY_TIMEOUT_MS by default). */
+  queryTimeoutMs?: number;
 }
+
+/**
+ * Bounds on every wait for PostgreSQL, so that one that stops answering without closing its sockets
+ * (a network partition, a failover that stalls) fails requests with 503 instead of holding them, and
+ * /readyz and the pipeline worker with them, for ever. Errors of each are "database unavailable"
+ * (src/core/prisma-errors.ts).
+ *
+ * A connection: the pool's wait for one (all in use) and the opening of a new one. The same as a
+ * transaction's maxWait below; a burst that queues longer answers 503 rather than waiting on.
+ */
+export const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * A statement with no answer: pg gives up on it ("Query read timeout"). Twice a transaction's
+ * timeout below, which bounds the longest legitimate wait of the request path (a statement queued on
+ * a row lock behind a transaction); longer work has its own bound (migrations' in src/db/migrate.ts, the
+ * scripts' in scripts/lib/database.ts). Client-side: a stalled network never delivers the server's own
+ * statement_timeout.
+ */
+export const QUERY_TIMEOUT_MS = 20_000;
+/**
+ * TCP keepalive after this long idle: a dead peer or a dropped NAT mapping ends idle pooled connections
+ * (after the system's probes) instead of leaving them to be found by the next request, and the probes
+ * keep NAT mappings of idle connections alive.
+ */
+export const KEEPALIVE_IDLE_MS = 10_000;
 
 /**
  * Prisma's defaults (2 s to get a connection, 5 s to finish) answer a burst of writes on one
@@ -57,7 +87,7 @@ const clientOptions = { transactionOptions: { maxWait: 10_000, timeout: 10_000 }
 export async function openDatabase(config: Config["database"], options: OpenOptions = {}): Promise<Database> {
   return config.kind === "pglite"
     ? openPglite(config.dataDir, options.pgliteSnapshot)
-    : openPostgres(config.url, options.poolSize ?? 10, options.logger);
+    : openPostgres(config.url, options.poolSize ?? 10, options.queryTimeoutMs ?? QUERY_TIMEOUT_MS, options.logger);
 }
 
 async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Database> {
@@ -78,7 +108,7 @@ async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Data
       async query<T extends Record<string, unknown>>(sql: string, params?: unknown[]) {
         return (await pglite.query<T>(sql, params)).rows;
       },
-      // PGlite is a single connection already.
+      // PGlite is a single connection already, in this process: nothing to wait for on a network.
       session(fn) {
         return fn(this);
       },
@@ -90,8 +120,16 @@ async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Data
   };
 }
 
-async function openPostgres(url: string, max: number, logger?: Logger): Promise<Database> {
-  const pool = new pg.Pool({ connectionString: url, max });
+async function openPostgres(url: string, max: number, queryTimeoutMs: number, logger?: Logger): Promise<Database> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    query_timeout: queryTimeoutMs,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+  });
+  dropStalledOnRelease(pool);
   // A connection the server drops (a failover, a restart, an idle reaper, pg_terminate_backend) emits
   // 'error' on its client. An idle one is the pool's to drop ('error' on the pool). One in use is
   // listened to by whoever holds it, but not always yet: a connection handed to a waiting
@@ -116,19 +154,41 @@ async function openPostgres(url: string, max: number, logger?: Logger): Promise<
   };
 }
 
-function pgSql(queryable: pg.Pool | pg.PoolClient): Sql {
+/** pg's own state of a connection, which its types leave out: the statement it still waits for. */
+interface ClientState {
+  _getActiveQuery?: () => unknown;
+}
+
+/**
+ * pg gives up on a statement past its query_timeout, not on its connection, which still waits for the
+ * answer: back in the pool it would hold every statement queued on it until that times out too. The
+ * pool drops a connection released with an error; Prisma releases a transaction's without one. So one
+ * released while still waiting is ended here (pg ends such a one by destroying its socket), which
+ * tells the pool to drop it.
+ */
+function dropStalledOnRelease(pool: pg.Pool) {
+  pool.on("release", (err, client) => {
+    if (!err && (client as unknown as ClientState)._getActiveQuery?.()) client.end().catch(() => {});
+  });
+}
+
+/** pg's query config, with the per-statement bound its types leave out. */
+type BoundedQuery = pg.QueryConfig & { query_timeout?: number };
+
+function pgSql(queryable: pg.Pool | pg.PoolClient, queryTimeoutMs?: number): Sql {
+  const bounded = (text: string, values?: unknown[]): BoundedQuery => ({ text, values, query_timeout: queryTimeoutMs });
   return {
     async script(sql) {
-      await queryable.query(sql);
+      await queryable.query(bounded(sql));
     },
     async query<T extends Record<string, unknown>>(sql: string, params?: unknown[]) {
-      return (await queryable.query<T>(sql, params)).rows;
+      return (await queryable.query<T>(bounded(sql, params))).rows;
     },
-    async session(fn) {
+    async session(fn, options) {
       if (!(queryable instanceof pg.Pool)) return fn(this);
       const client = await queryable.connect();
       try {
-        return await fn(pgSql(client));
+        return await fn(pgSql(client, options?.queryTimeoutMs));
       } finally {
         client.release();
       }

@@ -18,6 +18,12 @@ CREATE TABLE IF NOT EXISTS "_prisma_migrations" (
     "applied_steps_count"   INTEGER NOT NULL DEFAULT 0
 )`;
 const PRISMA_ADVISORY_LOCK = 72707369;
+/**
+ * How long one statement of the migration session may go unanswered, instead of the pool's 20 s
+ * (QUERY_TIMEOUT_MS): a migration may rewrite a large table, and the advisory lock waits for another
+ * replica's migrations. A database lost meanwhile still ends it sooner, by TCP keepalive.
+ */
+export const MIGRATION_QUERY_TIMEOUT_MS = 3_600_000;
 
 export interface Migration {
   name: string;
@@ -47,7 +53,7 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
  */
 export async function migrate(db: Sql, migrations?: Migration[]): Promise<string[]> {
   const all = migrations ?? (await readMigrations());
-  return db.session((sql) => applyUnderLock(sql, all));
+  return db.session((sql) => applyUnderLock(sql, all), { queryTimeoutMs: MIGRATION_QUERY_TIMEOUT_MS });
 }
 
 async function applyUnderLock(sql: Sql, all: Migration[]): Promise<string[]> {
