@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
+import { CONNECT_TIMEOUT_MS, KEEPALIVE_IDLE_MS } from "../db/client.js";
 import type { Logger } from "../logger.js";
 import { MemoryEventBus } from "./memory.js";
 import { type DomainEvent, type EventBus, type Unsubscribe } from "./types.js";
@@ -8,6 +9,14 @@ import { type DomainEvent, type EventBus, type Unsubscribe } from "./types.js";
 export const CHANNEL = "dcp_events";
 /** How the listening session names itself in pg_stat_activity. */
 export const LISTENER_APPLICATION_NAME = "dcp-events";
+/**
+ * How often the listening session is asked a trivial statement, and how long its answer may take.
+ * A session dropped without a word (a NAT that forgot its mapping, a host that died) never emits
+ * `error` or `end`: it only stops delivering. Unanswered, it is replaced (as a lost one is) within
+ * about both together; the traffic also keeps the path's NAT mapping alive.
+ */
+export const LIVENESS_EVERY_MS = 10_000;
+export const LIVENESS_TIMEOUT_MS = 10_000;
 
 interface Envelope {
   /** The publishing replica, which has already delivered the event to its own subscribers. */
@@ -32,6 +41,8 @@ export class PostgresEventBus implements EventBus {
   private closed = false;
   private retryMs = 250;
   private reconnectTimer: NodeJS.Timeout | null = null;
+  /** The next liveness check of the listening session. */
+  private livenessTimer: NodeJS.Timeout | null = null;
   /** The listening session was lost since the last resync: notifications may have been missed. */
   private missed = false;
 
@@ -45,7 +56,16 @@ export class PostgresEventBus implements EventBus {
 
   /** Connects the listening session; resolves once LISTEN is in effect. */
   async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: LISTENER_APPLICATION_NAME });
+    // Bounded as the pool's connections are (src/db/client.ts), so that a stalled path fails connecting
+    // or listening, and is retried, instead of holding the reconnection for ever.
+    const client = new pg.Client({
+      connectionString: this.connectionString,
+      application_name: LISTENER_APPLICATION_NAME,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      query_timeout: LIVENESS_TIMEOUT_MS,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+    });
     client.on("notification", (msg) => this.receive(msg.channel, msg.payload));
     client.on("error", (err) => {
       this.logger.warn({ err }, "events: listening connection failed; reconnecting");
@@ -65,6 +85,7 @@ export class PostgresEventBus implements EventBus {
     }
     this.client = client;
     this.retryMs = 250;
+    this.checkLater(client);
     if (this.missed) {
       this.missed = false;
       this.logger.info("events: listening again; subscribers re-read what they follow");
@@ -98,6 +119,7 @@ export class PostgresEventBus implements EventBus {
   async close(): Promise<void> {
     this.closed = true;
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    if (this.livenessTimer) clearTimeout(this.livenessTimer);
     const client = this.client;
     this.client = null;
     await this.local.close();
@@ -126,8 +148,33 @@ export class PostgresEventBus implements EventBus {
     if (this.client !== client) return;
     this.client = null;
     this.missed = true;
+    if (this.livenessTimer) clearTimeout(this.livenessTimer);
+    this.livenessTimer = null;
+    // With a statement unanswered, pg ends a connection by destroying its socket: nothing waits on the dead path.
     client.end().catch(() => {});
     this.connectLater();
+  }
+
+  /**
+   * Asks the listening session `SELECT 1` in LIVENESS_EVERY_MS, and again after each answer; no answer
+   * within LIVENESS_TIMEOUT_MS (the session's query_timeout) and it is lost: reconnected, then resynced.
+   * One check at a time; the timer never holds the process open.
+   */
+  private checkLater(client: pg.Client) {
+    this.livenessTimer = setTimeout(async () => {
+      this.livenessTimer = null;
+      if (this.client !== client) return;
+      try {
+        await client.query("SELECT 1");
+      } catch (err) {
+        if (this.client !== client) return;
+        this.logger.warn({ err }, "events: listening connection does not answer; reconnecting");
+        this.lost(client);
+        return;
+      }
+      if (this.client === client && !this.closed) this.checkLater(client);
+    }, LIVENESS_EVERY_MS);
+    this.livenessTimer.unref();
   }
 
   private connectLater() {
