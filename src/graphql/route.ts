@@ -20,7 +20,8 @@ const graphqlRefusal = (description: string, headers?: Record<string, string>) =
  * the subscription (its feed re-reading the object, bus subscriptions, a ping timer) until its body
  * is cancelled: dropped, it was never cancelled, and lived for ever. Here every answer reaches
  * @hono/node-server, which cancels a stream's body once the connection has closed, whether it closed
- * before the stream started or after. A query or mutation whose client left runs to its end (nothing
+ * before the stream started or after; wholeAnswer makes that cancel reach yoga at once, not at the
+ * stream's next keep-alive ping. A query or mutation whose client left runs to its end (nothing
  * cancels it, through either); its answer is written to the closed socket, which discards it, and
  * its access line tells yoga's status. Reading no signal also spares @hono/node-server an
  * AbortController per request.

@@ -1,3 +1,4 @@
+import { Readable } from "node:stream";
 import { EnvelopArmorPlugin } from "@escape.tech/graphql-armor";
 import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
 import { GraphQLError, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
@@ -213,12 +214,59 @@ const WHOLE_ANSWER = /^application\/(graphql-response\+)?json\b/;
  * which @hono/node-server can only copy to the socket as a stream: a reader, a Buffer per chunk,
  * chunked encoding. A whole answer goes as the platform's own Response around its bytes (from the
  * sink) or its text, which the server writes at once with its length, as it writes REST's answers.
- * Streams pass as they are.
+ * Streams go with a body whose cancel reaches yoga at once (cancelledAtOnce).
  */
 export async function wholeAnswer(answer: Response, sink: AnswerSink): Promise<Response> {
-  if (!sink.bytes && !WHOLE_ANSWER.test(answer.headers.get("content-type") ?? "")) return answer;
+  if (!sink.bytes && !WHOLE_ANSWER.test(answer.headers.get("content-type") ?? "")) return cancelledAtOnce(answer);
   const body = sink.bytes ?? (await answer.text());
   return new Response(body, { status: answer.status, statusText: answer.statusText, headers: new Headers(answer.headers) });
+}
+
+/** A stream of yoga's fetch ponyfill (@whatwg-node/node-fetch): a web stream's face over a Node Readable. */
+interface NodeBackedStream {
+  readonly readable: Readable;
+  getReader(): ReadableStreamDefaultReader<Uint8Array>;
+  cancel(): Promise<unknown>;
+}
+
+const isNodeBacked = (body: unknown): body is NodeBackedStream =>
+  typeof body === "object" && body !== null && (body as { readable?: unknown }).readable instanceof Readable;
+
+/**
+ * A streamed answer (an SSE subscription) whose end reaches yoga as soon as the client has gone.
+ * @hono/node-server cancels the body's reader once the connection closes; the ponyfill's reader
+ * cancels by returning its Readable's async iterator, and that return() waits for the read pending
+ * on it, which for a subscription with nothing to send is answered by the next keep-alive ping, 12 s
+ * later: until then the subscription held its feed and its caller's place (SUBSCRIPTIONS_PER_CALLER).
+ * The ponyfill stream's own cancel() destroys the Readable at once, which ends the subscription now.
+ * Read as before, a chunk at a time as the socket asks for one (highWaterMark 0): a client that stops
+ * reading still backs up into its subscription's channel (core/feeds.ts), not into this stream.
+ */
+function cancelledAtOnce(answer: Response): Response {
+  const body: unknown = answer.body;
+  if (!isNodeBacked(body)) return answer;
+  const reader = body.getReader();
+  // Read at once, as @hono/node-server reads the ponyfill's own answers: yoga's stream takes the
+  // subscription's iterator when it starts, at its first read, and only then can its cancel return
+  // it. A client gone before the answer was sent has the body cancelled unread.
+  let first: Promise<ReadableStreamReadResult<Uint8Array>> | null = reader.read();
+  // Cancelled before it is taken, its rejection (the Readable destroyed) is no one's to handle.
+  first.catch(() => undefined);
+  const stream = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const read = first ?? reader.read();
+        first = null;
+        const { done, value } = await read;
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+      // Without the reason: a destroy with an error would emit it on the Readable as well.
+      cancel: () => body.cancel().then(() => undefined),
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(stream, { status: answer.status, statusText: answer.statusText, headers: new Headers(answer.headers) });
 }
 
 function useNoIntrospection(): Plugin {

@@ -1,3 +1,4 @@
+import { type ClientRequest, request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
@@ -33,6 +34,30 @@ beforeAll(async () => {
   rest = { deploymentId: d.uuid, revisionId: Buffer.from(d.revisionId, "base64").toString().split(":")[1]! };
 });
 afterAll(() => t.close());
+
+/**
+ * An SSE subscription over a real connection, resolved once its first result has arrived; `sentAt`:
+ * when its request was sent, before its stream (and the stream's keep-alive timer) started.
+ */
+function sseOverHttp(key: string, query: string, variables: Record<string, unknown>): Promise<{ req: ClientRequest; sentAt: number; status: number }> {
+  return new Promise((resolve, reject) => {
+    const sentAt = Date.now();
+    const req = request(`${url}/graphql`, { method: "POST", headers: { accept: "text/event-stream", "content-type": "application/json", "x-api-key": key } });
+    req.on("response", (res) => {
+      let seen = "";
+      res.on("data", (chunk: Buffer) => {
+        seen += chunk.toString("utf8");
+        if (seen.includes("event: next")) resolve({ req, sentAt, status: res.statusCode! });
+      });
+      res.on("error", () => undefined);
+    });
+    req.on("error", reject);
+    req.end(JSON.stringify({ query, variables }));
+  });
+}
+
+/** yoga's SSE keep-alive ping: every 12 s, but every 300 ms where NODE_ENV is test (as vitest sets it). */
+const SSE_PING_MS = 12_000;
 
 describe("SUBSCRIPTIONS_PER_CALLER", () => {
   it("refuses a caller's subscription past the limit, over graphql-ws and SSE together; an ended one frees its place", async () => {
@@ -98,6 +123,44 @@ describe("SUBSCRIPTIONS_PER_CALLER", () => {
       expect(flow.messages).toEqual([{ errors: [TOO_MANY] }]);
     } finally {
       for (const s of open) s.close();
+    }
+  });
+
+  it("frees an SSE subscriber's place as soon as its client disconnects, not at its stream's next keep-alive ping", async () => {
+    // The ping as in production: a place freed only when a ping is written (yoga's test interval is
+    // 300 ms) must fail here. yoga reads NODE_ENV as each SSE answer starts.
+    const nodeEnv = process.env.NODE_ENV;
+    process.env.NODE_ENV = "development";
+    const d = await createDeployment(t, ws.apiKey);
+    // A caller of its own: its places are all free.
+    const { key } = await t.app.core.apiKeys.create({ workspaceId: ws.workspaceId, name: "disconnecting" });
+    let clients: { req: ClientRequest; sentAt: number; status: number }[] = [];
+    try {
+      clients = await Promise.all([1, 2, 3].map(() => sseOverHttp(key, REVISION_STATUS, { id: d.revisionId })));
+      expect(clients.map((c) => c.status)).toEqual([200, 200, 200]);
+      const full = subscribeSse(t, key, REVISION_STATUS, { id: d.revisionId });
+      await full.done;
+      expect(full.status()).toBe(429);
+
+      for (const client of clients) client.req.destroy();
+      // Each stream's first ping comes 12 s after it started (after its request was sent): the places
+      // must be free well before the first of them, however slow the machine.
+      const pingsFrom = Math.min(...clients.map((c) => c.sentAt)) + SSE_PING_MS;
+      const retries: ReturnType<typeof subscribeSse>[] = [];
+      await waitFor(
+        async () => {
+          const retry = subscribeSse(t, key, REVISION_STATUS, { id: d.revisionId });
+          retries.push(retry);
+          await waitFor(() => retry.messages.length, (n) => n === 1, { what: "an answer" });
+          return retry.status();
+        },
+        (status) => status === 200,
+        { timeoutMs: pingsFrom - 2_000 - Date.now(), what: "a place freed by a client that disconnected, before any keep-alive ping" },
+      );
+      for (const retry of retries) retry.close();
+    } finally {
+      process.env.NODE_ENV = nodeEnv;
+      for (const client of clients) client.req.destroy();
     }
   });
 });
