@@ -1,4 +1,5 @@
 import { createHmac } from "node:crypto";
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
@@ -66,7 +67,7 @@ export interface App {
   fetch(request: Request): Promise<Response>;
   /** Listens on config.host:config.port (0 picks a free port); resolves with the base URL. */
   start(): Promise<string>;
-  /** Stops accepting, drains requests in flight, then closes the database. */
+  /** Ends subscriptions, stops accepting, drains requests in flight, then closes the database. */
   stop(): Promise<void>;
   readonly server: Server | null;
   /** The pipeline worker of this instance; null when PIPELINE_WORKER=off. */
@@ -296,7 +297,8 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
     async stop() {
       // Subscriptions end first (their sockets would otherwise hold the server open), and so do long-polls.
       await websockets?.close();
-      // Its plugins stop listening to the core (the SSE streams' revocations).
+      // Its plugins stop listening to the core (the SSE streams' revocations), and end the SSE streams
+      // still open, whose answers the server's close below would otherwise wait for for ever.
       await graphql.dispose();
       if (metricsServer) {
         const closing = new Promise<void>((resolve) => metricsServer!.close(() => resolve()));
@@ -306,8 +308,18 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
       core.oauthFlows.close();
       if (server) {
         const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
+        // Idle connections close now; one still answering (an SSE stream just ended, a request in
+        // flight) as soon as its answer is sent, rather than when its keep-alive runs out (5 s).
+        const closeOnceAnswered = (message: unknown) => {
+          if ((message as { server?: unknown }).server === server) setImmediate(() => server?.closeIdleConnections());
+        };
+        subscribe("http.server.response.finish", closeOnceAnswered);
         server.closeIdleConnections();
-        await closing;
+        try {
+          await closing;
+        } finally {
+          unsubscribe("http.server.response.finish", closeOnceAnswered);
+        }
       }
       workerWhenReady.disarm();
       // Before the database closes: steps in progress are aborted and their leases handed back.

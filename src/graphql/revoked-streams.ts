@@ -22,9 +22,15 @@ const expiredToken = () => new CoreError("UNAUTHENTICATED", EXPIRED_TOKEN_MESSAG
  * request with those credentials is refused by authentication (authenticate.ts); a stream already
  * open would otherwise go on for ever. graphql-ws subscriptions do not pass here: they end with
  * their socket (ws.ts).
+ *
+ * They also end, completing as a subscription that has nothing more to send, when yoga is disposed
+ * (the server stopping): an SSE answer streams until its subscription ends, and the HTTP server's
+ * close waits for every answer, so one open stream held a graceful stop for ever. A stream that
+ * opens after that (its request was in flight) ends at once.
  */
 export function useEndedOnRevocation(core: Core): Plugin {
   const open: OpenStreams = new Map();
+  let stopping = false;
   const stopListening = core.auth.onKeyRevoked((keyId) => {
     const actor = keyActor(keyId);
     const streams = open.get(actor);
@@ -40,21 +46,29 @@ export function useEndedOnRevocation(core: Core): Plugin {
           if (!(Symbol.asyncIterator in result)) return;
           const stream = new RevocableStream(result[Symbol.asyncIterator](), tenant, open);
           setResult(stream);
+          if (stopping) stream.end();
           // Revoked after the request was authenticated and before its stream opened: ended at once.
-          if (!core.auth.stillAdmitted(tenant.actor)) stream.end(revokedKey());
+          else if (!core.auth.stillAdmitted(tenant.actor)) stream.end(revokedKey());
         },
       };
     },
-    onDispose: stopListening,
+    onDispose() {
+      stopListening();
+      stopping = true;
+      // Each end() takes its stream out of `open`: ended from a copy.
+      for (const stream of [...open.values()].flatMap((streams) => [...streams])) stream.end();
+    },
   };
 }
 
 /**
- * A subscription's results until its credentials stop being valid, then the refusal, then the end.
- * The end does not wait for the next event: a waiting next() answers at once, and the source is
- * released.
+ * A subscription's results until its credentials stop being valid, then the refusal, then the end;
+ * or until the server stops, then the end. The end does not wait for the next event: a waiting next()
+ * answers at once, and the source is released.
  */
 class RevocableStream implements AsyncIterableIterator<ExecutionResult> {
+  private ending = false;
+  /** The last result to send, if it ends for its credentials. */
   private refusal: CoreError | null = null;
   private told = false;
   private wake: () => void = () => {};
@@ -74,17 +88,21 @@ class RevocableStream implements AsyncIterableIterator<ExecutionResult> {
     this.stopExpiry = whenExpired(tenant, () => this.end(expiredToken()));
   }
 
-  /** Ends the stream with `refusal` as its last result (the first refusal given, if ended twice). */
-  end(refusal: CoreError): void {
-    if (this.refusal) return;
+  /**
+   * Ends the stream, with `refusal` as its last result if one is given; without, it completes. Ended
+   * twice, the first end stands.
+   */
+  end(refusal?: CoreError): void {
+    if (this.ending) return;
+    this.ending = true;
     this.forget();
-    this.refusal = refusal;
+    this.refusal = refusal ?? null;
     this.wake();
     this.inner.return?.().catch(() => undefined);
   }
 
   async next(): Promise<IteratorResult<ExecutionResult>> {
-    if (!this.refusal) {
+    if (!this.ending) {
       let step;
       try {
         step = await Promise.race([this.inner.next(), this.ended]);
@@ -92,12 +110,12 @@ class RevocableStream implements AsyncIterableIterator<ExecutionResult> {
         this.forget();
         throw err;
       }
-      if (!this.refusal) {
+      if (!this.ending) {
         if (step!.done) this.forget();
         return step!;
       }
     }
-    if (this.told) return DONE;
+    if (this.told || !this.refusal) return DONE;
     this.told = true;
     return { value: { errors: [toGraphQLError(this.refusal)] }, done: false };
   }

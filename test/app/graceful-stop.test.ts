@@ -1,0 +1,130 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { type IncomingMessage, request } from "node:http";
+import { tmpdir } from "node:os";
+import { setTimeout as sleep } from "node:timers/promises";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { type Database, openDatabase } from "../../src/db/client.js";
+import { createTestDatabase, seededDataDir } from "../support/app.js";
+import { type ServerProcess, spawnServer } from "../support/server-process.js";
+import { waitFor } from "../support/wait.js";
+
+/**
+ * A graceful stop (SIGTERM) with an SSE subscription open: the stream ends cleanly (its `complete`
+ * event), the process exits 0, and the pipeline step it had in flight is handed back (its lease
+ * released, no crash counted), as README says of a graceful stop. An SSE answer streams until its
+ * subscription ends, and the HTTP server's close waits for every answer: the stop used to hang there
+ * for ever, before the worker stopped, so that the draining replica kept its steps and claimed more.
+ */
+
+const API_KEY = "graceful-stop-api-key-00000000000";
+const SETTINGS = {
+  BOOTSTRAP_API_KEY: API_KEY,
+  SECRETS_KEY: Buffer.alloc(32, 6).toString("base64"),
+  // Every step outlasts the test: the first one is in flight, its lease held, when SIGTERM comes.
+  PIPELINE_STEP_MS: "600000",
+  RATE_LIMIT_PER_MINUTE: "0",
+  LOG_LEVEL: "info",
+};
+/** Far more than a stop takes on a loaded machine, far less than for ever. */
+const STOP_WITHIN_MS = 60_000;
+
+const DEPLOYMENT_STATUS = /* GraphQL */ `subscription($id: ID!) { deploymentStatusChanged(deploymentId: $id) { status } }`;
+
+const servers = new Set<ServerProcess>();
+afterAll(async () => {
+  for (const server of servers) await server.kill("SIGKILL");
+});
+
+async function graphql<T>(server: ServerProcess, query: string, variables: Record<string, unknown> = {}): Promise<T> {
+  const res = await fetch(`${server.url}/graphql`, {
+    method: "POST",
+    headers: { "x-api-key": API_KEY, "content-type": "application/json", accept: "application/graphql-response+json" },
+    body: JSON.stringify({ query, variables }),
+  });
+  const body = (await res.json()) as { data?: T; errors?: unknown };
+  if (res.status !== 200 || body.errors || !body.data) throw new Error(`GraphQL failed (${res.status}): ${JSON.stringify(body.errors)}\n${server.logTail()}`);
+  return body.data;
+}
+
+/** An SSE subscription over a real connection: what it received, and whether its answer ended (cleanly or not). */
+function sse(server: ServerProcess, query: string, variables: Record<string, unknown>) {
+  const state = { text: "", ended: false, aborted: false };
+  const req = request(`${server.url}/graphql`, {
+    method: "POST",
+    headers: { accept: "text/event-stream", "content-type": "application/json", "x-api-key": API_KEY },
+  });
+  req.on("response", (res: IncomingMessage) => {
+    res.setEncoding("utf8");
+    res.on("data", (chunk: string) => (state.text += chunk));
+    res.on("end", () => (state.ended = true));
+    res.on("aborted", () => (state.aborted = true));
+  });
+  req.on("error", () => (state.aborted = true));
+  req.end(JSON.stringify({ query, variables }));
+  return state;
+}
+
+async function scenario(env: Record<string, string>, open: () => Promise<Database>) {
+  const server = await spawnServer({ ...SETTINGS, ...env });
+  servers.add(server);
+  void server.exited.then(() => servers.delete(server));
+
+  const created = await graphql<{ deploymentCreate: { deployment: { id: string; latestRevision: { id: string } } } }>(
+    server,
+    `mutation($input: DeploymentCreateInput!) { deploymentCreate(input: $input) { deployment { id latestRevision { id } } } }`,
+    { input: { name: "draining", source: "INTERNAL_CONTAINER", sourceRevisionConfig: { imageUri: "registry.example/agent:1" } } },
+  );
+  const { id, latestRevision } = created.deploymentCreate.deployment;
+  // The revision's first step has started (its first log line is written): its lease is held.
+  await waitFor(
+    () => graphql<{ node: { buildLogs: { edges: unknown[] } } }>(server, `query($id: ID!) { node(id: $id) { ... on Revision { buildLogs(first: 1) { edges { node { message } } } } } }`, { id: latestRevision.id }),
+    (data) => data.node.buildLogs.edges.length > 0,
+    { what: "the revision's first step to start" },
+  );
+  const stream = sse(server, DEPLOYMENT_STATUS, { id });
+  await waitFor(() => stream.text, (text) => text.includes("event: next"), { what: "the subscription's current status" });
+
+  // A deadline, not a synchronisation: the exit is awaited; past the deadline the stop counts as hung.
+  const deadline = new AbortController();
+  const code = await Promise.race([
+    server.kill("SIGTERM"),
+    sleep(STOP_WITHIN_MS, `still running ${STOP_WITHIN_MS} ms after SIGTERM`, { signal: deadline.signal }),
+  ]).finally(() => deadline.abort());
+  expect(code, server.logTail()).toBe(0);
+  // Ended by the server as a subscription that completed, not cut off.
+  expect(stream.text).toMatch(/event: complete\n/);
+  expect(stream).toMatchObject({ ended: true, aborted: false });
+
+  const db = await open();
+  try {
+    const held = await db.sql.query<{ lease_owner: string | null; step_crashes: number }>(`SELECT lease_owner, step_crashes FROM revisions`);
+    expect(held).toEqual([{ lease_owner: null, step_crashes: 0 }]);
+  } finally {
+    await db.close();
+  }
+}
+
+// Each run stops the backend it tests: PGlite in a plain run, PostgreSQL when TEST_DATABASE_URL is set.
+describe("SIGTERM with an SSE subscription open", () => {
+  it.skipIf(process.env.TEST_DATABASE_URL)("on PGlite: ends the stream, hands the step back and exits 0", async () => {
+    const dataDir = seededDataDir("dcp-stop-");
+    try {
+      await scenario({ DATA_DIR: dataDir }, () => openDatabase({ kind: "pglite", dataDir: `${dataDir}/pglite` }));
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 180_000);
+
+  it.skipIf(!process.env.TEST_DATABASE_URL)("on PostgreSQL: ends the stream, hands the step back and exits 0", async () => {
+    const database = await createTestDatabase();
+    if (!("url" in database)) throw new Error("expected a PostgreSQL database");
+    const dataDir = mkdtempSync(join(tmpdir(), "dcp-stop-"));
+    try {
+      await scenario({ DATABASE_URL: database.url, DATA_DIR: dataDir }, () => openDatabase({ kind: "postgres", url: database.url }));
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 180_000);
+});
+
