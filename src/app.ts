@@ -67,7 +67,7 @@ export interface App {
   fetch(request: Request): Promise<Response>;
   /** Listens on config.host:config.port (0 picks a free port); resolves with the base URL. */
   start(): Promise<string>;
-  /** Ends subscriptions, stops accepting, drains requests in flight, then closes the database. */
+  /** Stops the pipeline worker (its steps handed back), ends subscriptions, stops accepting, drains requests in flight, then closes the database. */
   stop(): Promise<void>;
   readonly server: Server | null;
   /** The pipeline worker of this instance; null when PIPELINE_WORKER=off. */
@@ -295,7 +295,13 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
       return url;
     },
     async stop() {
-      // Subscriptions end first (their sockets would otherwise hold the server open), and so do long-polls.
+      // The pipeline first: a draining replica claims no more steps and hands back those in progress
+      // (aborted, their leases released) now, whatever the requests in flight take to drain; a stop
+      // cut short after that (SIGKILL) leaves no lease held, so no crash is counted. Before the
+      // database closes.
+      workerWhenReady.disarm();
+      await worker?.stop();
+      // Subscriptions end next (their sockets would otherwise hold the server open), and so do long-polls.
       await websockets?.close();
       // Its plugins stop listening to the core (the SSE streams' revocations), and end the SSE streams
       // still open, whose answers the server's close below would otherwise wait for for ever.
@@ -321,9 +327,6 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
           unsubscribe("http.server.response.finish", closeOnceAnswered);
         }
       }
-      workerWhenReady.disarm();
-      // Before the database closes: steps in progress are aborted and their leases handed back.
-      await worker?.stop();
       await events.close();
       await vacuum?.stop();
       await db.close();

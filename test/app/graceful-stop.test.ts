@@ -3,9 +3,9 @@ import { type IncomingMessage, request } from "node:http";
 import { tmpdir } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { type Database, openDatabase } from "../../src/db/client.js";
-import { createTestDatabase, seededDataDir } from "../support/app.js";
+import { createTestDatabase, seededDataDir, startTestApp } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
 import { waitFor } from "../support/wait.js";
 
@@ -15,6 +15,7 @@ import { waitFor } from "../support/wait.js";
  * released, no crash counted), as README says of a graceful stop. An SSE answer streams until its
  * subscription ends, and the HTTP server's close waits for every answer: the stop used to hang there
  * for ever, before the worker stopped, so that the draining replica kept its steps and claimed more.
+ * And the worker stops first: while requests in flight drain, the replica holds no step.
  */
 
 const API_KEY = "graceful-stop-api-key-00000000000";
@@ -128,3 +129,46 @@ describe("SIGTERM with an SSE subscription open", () => {
   }, 180_000);
 });
 
+// Past waitFor's deadline (30 s), so that a failure says what it waited for.
+describe("stop() while a request is in flight", { timeout: 60_000 }, () => {
+  it("hands the pipeline's steps back before it waits for the request, then lets it finish", async () => {
+    const t = await startTestApp({ PIPELINE_STEP_MS: "600000", RATE_LIMIT_PER_MINUTE: "0" });
+    const url = await t.app.start();
+    const ws = await t.workspace();
+    const leased = () => t.app.db.sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM revisions WHERE lease_owner IS NOT NULL`).then(([row]) => row!.n);
+    const first = await t.request("POST", "/v2/deployments", { key: ws.apiKey, body: { name: "in-flight", source: "internal_container" } });
+    expect(first.status).toBe(201);
+    await waitFor(leased, (n) => n === 1, { what: "the revision's first step to be claimed" });
+
+    // A creation held in flight over a real connection: the server's close waits for its answer.
+    const create = t.app.core.deployments;
+    const original = create.create.bind(create);
+    let arrived = false;
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const spy = vi.spyOn(create, "create").mockImplementationOnce(async (...args) => {
+      arrived = true;
+      await released;
+      return original(...args);
+    });
+    try {
+      const answer = fetch(`${url}/v2/deployments`, {
+        method: "POST",
+        headers: { "x-api-key": ws.apiKey, "content-type": "application/json" },
+        body: JSON.stringify({ name: "answered-while-stopping", source: "internal_container" }),
+      });
+      await waitFor(() => arrived, Boolean, { what: "the request to be in flight" });
+      let stopped = false;
+      const stopping = t.close().then(() => (stopped = true));
+      // The step is handed back while the request is still held (the database still open for it).
+      await waitFor(leased, (n) => n === 0, { what: "the worker's lease to be released before the drain" });
+      expect(stopped).toBe(false);
+      release();
+      expect((await answer).status).toBe(201);
+      await stopping;
+    } finally {
+      release();
+      spy.mockRestore();
+    }
+  });
+});
