@@ -10,12 +10,16 @@ const WORKER_START_GRACE_MS = 1_000;
 export function deferredStart(start: () => void) {
   let armed = false;
   let timer: NodeJS.Timeout | null = null;
+  let starting: NodeJS.Immediate | null = null;
   const fire = () => {
     if (!armed) return;
     armed = false;
     if (timer) clearTimeout(timer);
     // After the answer to the probe is on its way.
-    setImmediate(start);
+    starting = setImmediate(() => {
+      starting = null;
+      start();
+    });
   };
   return {
     /** The server listens: start at the first ready probe, or after the grace. */
@@ -26,10 +30,11 @@ export function deferredStart(start: () => void) {
     },
     /** A probe was told the service is ready. */
     ready: fire,
-    /** Never start (the app is stopping). */
+    /** Never start (the app is stopping): not even a start fired just before, which would follow the worker's stop. */
     disarm() {
       armed = false;
       if (timer) clearTimeout(timer);
+      if (starting) clearImmediate(starting);
     },
   };
 }
