@@ -75,7 +75,16 @@ describe("metrics", () => {
       const overSse = subscribeSse(t, ws.apiKey, query, { id: d.revisionId });
       await overWs.done;
       await overSse.done;
-      const text = await scrape();
+      // The worker records a step's duration after its transition commits, and a subscription is
+      // counted closed after its stream ends: both may come a moment after the subscribers are done.
+      const text = await waitFor(
+        scrape,
+        (s) =>
+          sample(s, "dcp_pipeline_step_duration_seconds_count", { status: "DEPLOYING", outcome: "ok" }) >= 1 &&
+          sample(s, "dcp_graphql_subscriptions_open", { transport: "websocket" }) === 0 &&
+          sample(s, "dcp_graphql_subscriptions_open", { transport: "sse" }) === 0,
+        { what: "the DEPLOYING step's duration recorded and both subscriptions counted closed" },
+      );
       expect(sample(text, "dcp_graphql_operations_total", { operation: "Viewer", type: "query", outcome: "ok" })).toBeGreaterThanOrEqual(1);
       expect(sample(text, "dcp_graphql_operations_total", { operation: "Watch", type: "subscription", outcome: "ok" })).toBeGreaterThanOrEqual(2);
       expect(sample(text, "dcp_revisions_entered_status_total", { status: "DEPLOYED" })).toBeGreaterThanOrEqual(1);
