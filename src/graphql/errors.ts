@@ -57,7 +57,7 @@ function refusalExtensions(code: string, status: number | undefined, retryAfter:
   };
 }
 
-export type UserErrorCode = "INVALID" | "NOT_FOUND" | "CONFLICT" | "NOT_ALLOWED";
+export type UserErrorCode = "INVALID" | "NOT_FOUND" | "CONFLICT" | "NOT_ALLOWED" | "UPSTREAM";
 
 export interface UserError {
   field: string[] | null;
@@ -72,11 +72,15 @@ export const UserErrorCodeEnum = builder.enumType("UserErrorCode", {
     NOT_FOUND: { description: "The object does not exist, or is not visible to the caller." },
     CONFLICT: { description: "The change clashes with an existing object (a name or id already taken)." },
     NOT_ALLOWED: { description: "The object's state or a business rule does not allow the change." },
+    UPSTREAM: {
+      description:
+        "A server the change depends on (an OAuth provider, an MCP server or its authorization server) did not answer or answered what cannot be used; `message` says which and what. Retry later, or correct its URL.",
+    },
   } as const,
 });
 
 export const UserErrorType = builder.objectRef<UserError>("UserError").implement({
-  description: "A problem with a mutation's input that the user can fix. Nothing was changed.",
+  description: "Why a mutation was refused: its input, the object's state, or a server it depends on (UPSTREAM). Its change was not made.",
   fields: (t) => ({
     field: t.exposeStringList("field", {
       nullable: true,
@@ -114,6 +118,10 @@ export function userErrorsFrom(err: unknown, names: PathNames = {}): UserError[]
     }
     case "CONFLICT":
       return [{ field: null, message: err.message, code: "CONFLICT" }];
+    case "UPSTREAM":
+      // Refused by a server elsewhere, not by this service: the mutation's outcome, as REST's 502 is.
+      // An error instead would null the whole payload, and with it the mutations before it in the document.
+      return [{ field: null, message: err.message, code: "UPSTREAM" }];
     case "BAD_REQUEST":
       // A business rule about particular fields (fixed after creation, an unknown reference) names them.
       return err.issues.length > 0

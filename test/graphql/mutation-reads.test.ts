@@ -77,3 +77,21 @@ describe("a mutation's payload", () => {
     });
   });
 });
+
+describe("a mutation whose upstream fails", () => {
+  it("answers UPSTREAM in its userErrors, and the mutations before it in the document keep their payloads", async () => {
+    const computeId = `upstream-${Date.now()}`;
+    const data = await gqlOk(
+      t,
+      ws.apiKey,
+      `mutation($computeId: String!) {
+        a: listenerCreate(input: { computeType: K8S, computeId: $computeId, computeConfig: {} }) { listener { computeId } ${errors} }
+        b: oauthProviderDiscover(input: { providerId: "mcp-down", name: "m", mcpServerUrl: "https://127.0.0.1:1/mcp" }) { oauthProvider { id } ${errors} }
+      }`,
+      { computeId },
+    );
+    expect(data.a).toEqual({ listener: { computeId }, userErrors: [] });
+    expect(data.b).toEqual({ oauthProvider: null, userErrors: [{ field: null, message: expect.stringMatching(/^Could not reach/), code: "UPSTREAM" }] });
+    expect((await providers()).map((p: { providerId: string }) => p.providerId)).not.toContain("mcp-down");
+  });
+});
