@@ -93,8 +93,10 @@ export async function transitionInTx(tx: Tx, req: TransitionRequest): Promise<Tr
   if (!next.ok) throw badRequest(`Revision ${current.id} cannot be ${pastTense(req.event)}: ${next.reason}.`);
   const message = req.message ?? DEFAULT_MESSAGES[next.to] ?? "";
   const terminal = isTerminal(next.to);
+  // Compare-and-set on the status, and on the lease when one is named: a lease taken over since the
+  // read above (its worker stalled past it) makes this miss, not clear the new holder's lease.
   const { count } = await tx.revision.updateMany({
-    where: { id: current.id, status: from },
+    where: { id: current.id, status: from, ...(req.leaseOwner !== undefined && { leaseOwner: req.leaseOwner }) },
     data: {
       status: next.to,
       statusMessage: message,
