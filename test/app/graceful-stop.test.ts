@@ -3,10 +3,11 @@ import { type IncomingMessage, request } from "node:http";
 import { tmpdir } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { type Database, openDatabase } from "../../src/db/client.js";
 import { createTestDatabase, seededDataDir, startTestApp } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
+import { holdNextCreation } from "../support/transaction-hold.js";
 import { waitFor } from "../support/wait.js";
 
 /**
@@ -141,34 +142,24 @@ describe("stop() while a request is in flight", { timeout: 60_000 }, () => {
     await waitFor(leased, (n) => n === 1, { what: "the revision's first step to be claimed" });
 
     // A creation held in flight over a real connection: the server's close waits for its answer.
-    const create = t.app.core.deployments;
-    const original = create.create.bind(create);
-    let arrived = false;
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    const spy = vi.spyOn(create, "create").mockImplementationOnce(async (...args) => {
-      arrived = true;
-      await released;
-      return original(...args);
-    });
+    const hold = holdNextCreation(t);
     try {
       const answer = fetch(`${url}/v2/deployments`, {
         method: "POST",
         headers: { "x-api-key": ws.apiKey, "content-type": "application/json" },
         body: JSON.stringify({ name: "answered-while-stopping", source: "internal_container" }),
       });
-      await waitFor(() => arrived, Boolean, { what: "the request to be in flight" });
+      await waitFor(() => hold.arrived, Boolean, { what: "the request to be in flight" });
       let stopped = false;
       const stopping = t.close().then(() => (stopped = true));
       // The step is handed back while the request is still held (the database still open for it).
       await waitFor(leased, (n) => n === 0, { what: "the worker's lease to be released before the drain" });
       expect(stopped).toBe(false);
-      release();
+      hold.release();
       expect((await answer).status).toBe(201);
       await stopping;
     } finally {
-      release();
-      spy.mockRestore();
+      hold.restore();
     }
   });
 });

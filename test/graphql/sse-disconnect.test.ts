@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Watcher } from "../../src/core/watch.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
+import { holdNextCreation } from "../support/transaction-hold.js";
 import { waitFor } from "../support/wait.js";
 import { createDeployment, DEPLOYMENT_CREATE, gqlOk } from "./support.js";
 
@@ -124,16 +125,7 @@ describe("a query or mutation whose client disconnects in flight", () => {
     const d = await createDeployment(t, ws.apiKey);
     const lines = t.guard.logLines.length;
     // A mutation in flight when its client goes: it is applied all the same (nothing cancels it half-way).
-    const create = t.app.core.deployments;
-    const original = create.create.bind(create);
-    let arrived = false;
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    const spy = vi.spyOn(create, "create").mockImplementationOnce(async (...args) => {
-      arrived = true;
-      await released;
-      return original(...args);
-    });
+    const hold = holdNextCreation(t);
     const name = `gone-${d.uuid.slice(0, 8)}`;
     const consoleError = vi.spyOn(console, "error");
     try {
@@ -141,9 +133,9 @@ describe("a query or mutation whose client disconnects in flight", () => {
         { query: DEPLOYMENT_CREATE, variables: { input: { name, source: "INTERNAL_CONTAINER", sourceRevisionConfig: { imageUri: "registry.example/agent:1" } } } },
         "application/graphql-response+json",
       );
-      await waitFor(() => arrived, Boolean, { what: "the mutation to run" });
+      await waitFor(() => hold.arrived, Boolean, { what: "the mutation to run" });
       await client.disconnect();
-      release();
+      hold.release();
       await waitFor(() => t.app.db.prisma.deployment.count({ where: { name } }), (n) => n === 1, { what: "the mutation to be applied" });
       const access = await waitFor(
         () => t.guard.logLines.slice(lines).map((l) => JSON.parse(l) as { level: number; msg: string; status?: number; route?: string }),
@@ -155,7 +147,7 @@ describe("a query or mutation whose client disconnects in flight", () => {
       expect(access.filter((l) => l.level >= 50)).toEqual([]);
       expect(consoleError).not.toHaveBeenCalled();
     } finally {
-      spy.mockRestore();
+      hold.restore();
       consoleError.mockRestore();
     }
     // The service answers as before.

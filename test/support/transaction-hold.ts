@@ -43,3 +43,36 @@ export function holdNextTransaction(t: TestApp): TransactionHold {
     },
   };
 }
+
+export interface CreationHold {
+  /** True once the held creation has been called: its request is in flight. */
+  readonly arrived: boolean;
+  /** Lets it go on (idempotent); later creations were never held. */
+  release(): void;
+  /** Releases it and puts core's creation back as it was. */
+  restore(): void;
+}
+
+/** Holds the next deployment creation in core, in flight, until release(): a request whose answer a test makes wait. */
+export function holdNextCreation(t: TestApp): CreationHold {
+  const create = t.app.core.deployments;
+  const original = create.create.bind(create);
+  let arrived = false;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const spy = vi.spyOn(create, "create").mockImplementationOnce(async (...args) => {
+    arrived = true;
+    await released;
+    return original(...args);
+  });
+  return {
+    get arrived() {
+      return arrived;
+    },
+    release: () => release(),
+    restore() {
+      release();
+      spy.mockRestore();
+    },
+  };
+}
