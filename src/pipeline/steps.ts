@@ -20,7 +20,8 @@ type Decision = { kind: "lost" } | { kind: "drop" } | { kind: "skip"; current: R
 /**
  * The pipeline's decisions, each in one transaction under the deployment's row lock (the lock that
  * revision creation and every transition take too), so that "is there a newer revision?" and "is
- * another one in flight?" cannot change between the answer and the write.
+ * another one in flight?" cannot change between the answer and the write; and under the revision's,
+ * so that "is its lease still ours?" cannot either.
  */
 export class Steps {
   constructor(
@@ -113,6 +114,9 @@ export class Steps {
     if (deploymentStatus === null) return { kind: "lost" };
     // Claimed before its deployment was marked for deletion: the step is dropped, and not due again.
     if (deploymentStatus === DELETING) return { kind: "drop" };
+    // The revision's row as well: a claim takes no deployment lock, so without this another worker
+    // could take the lease over between the check below and the write that follows it.
+    await tx.$queryRaw`SELECT 1 FROM revisions WHERE id = ${claimed.id}::uuid FOR UPDATE`;
     const current = await tx.revision.findUnique({ where: { id: claimed.id } });
     // Interrupted, deleted, or taken over by another worker after our lease ran out: not ours to move.
     if (!current || current.status !== claimed.status || current.leaseOwner !== this.owner) return { kind: "lost" };
@@ -142,7 +146,7 @@ export class Steps {
     const due = typeof until === "number" ? Prisma.sql`now() + ${until}::double precision * interval '1 millisecond'` : Prisma.sql`${until}`;
     await tx.$executeRaw`
       UPDATE revisions SET lease_owner = NULL, lease_until = NULL, status_message = ${message}, next_step_at = ${due}
-      WHERE id = ${current.id}::uuid`;
+      WHERE id = ${current.id}::uuid AND lease_owner = ${this.owner}`;
     if (message === current.statusMessage) return [];
     const kind = logKindOf(current.status as RevisionStatus, routeFor(current.source));
     if ((await appendLines(tx, current.id, [{ kind, level: "INFO", message }], CLOSED_STATUSES)) === 0) return [];

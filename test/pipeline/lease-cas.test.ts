@@ -1,5 +1,8 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CoreDeps } from "../../src/core/context.js";
 import { transitionInTx, type Tx } from "../../src/core/transitions.js";
+import { Steps } from "../../src/pipeline/steps.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { deploymentBody } from "../support/fixtures.js";
@@ -41,19 +44,54 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a step's transition", () => {
       },
     });
 
-  it("misses when another worker took the lease between its read and its write", async () => {
-    const created = await t.request("POST", "/v2/deployments", { key: ws.apiKey, body: deploymentBody({ name: "lease-cas" }) });
+  /** A new deployment's first revision, leased to the worker `first`; and a takeover of its lease by `second`. */
+  async function leasedRevision(name: string) {
+    const created = await t.request("POST", "/v2/deployments", { key: ws.apiKey, body: deploymentBody({ name }) });
     expect(created.status).toBe(201);
     const revisionId = created.body.latest_revision_id as string;
     const sql = t.app.db.sql;
     await sql.query(`UPDATE revisions SET lease_owner = 'first', lease_until = now() + interval '1 minute' WHERE id = $1`, [revisionId]);
     const takeOver = () => sql.query(`UPDATE revisions SET lease_owner = 'second', lease_until = now() + interval '1 minute' WHERE id = $1`, [revisionId]);
+    const row = async () => (await sql.query<{ status: string; lease_owner: string | null }>(`SELECT status, lease_owner FROM revisions WHERE id = $1`, [revisionId]))[0];
+    return { revisionId, takeOver, row };
+  }
+
+  it("a step put back to wait (hold) leaves a lease taken over meanwhile to its new holder", async () => {
+    const { revisionId, takeOver, row } = await leasedRevision("lease-cas-hold");
+    const claimed = (await t.app.db.prisma.revision.findUnique({ where: { id: revisionId } }))!;
+    // The takeover is let run for a while after the step's read: before the step's lock on the
+    // revision it committed there and then, and the step's write cleared its lease.
+    let takingOver: Promise<unknown> = Promise.resolve();
+    const deps = t.app.core.deps;
+    const prisma = new Proxy(deps.prisma, {
+      get(target, prop) {
+        if (prop !== "$transaction") return Reflect.get(target, prop);
+        return (change: (tx: Tx) => Promise<unknown>) =>
+          target.$transaction((tx) =>
+            change(
+              readThen(tx, async () => {
+                takingOver = takeOver();
+                await Promise.race([takingOver, sleep(1_000)]);
+              }),
+            ),
+          );
+      },
+    });
+    const steps = new Steps({ ...deps, prisma } as CoreDeps, "first", 60_000);
+    expect(await steps.hold(claimed, "Waiting for something", new Date(Date.now() + 60_000))).toBe("waiting");
+    await takingOver;
+    // The step's write, then the takeover's: the new holder keeps its lease.
+    expect(await row()).toEqual({ status: "CREATING", lease_owner: "second" });
+  });
+
+  it("misses when another worker took the lease between its read and its write", async () => {
+    const { revisionId, takeOver, row } = await leasedRevision("lease-cas");
+    const sql = t.app.db.sql;
 
     const moved = t.app.db.prisma.$transaction((tx) =>
       transitionInTx(readThen(tx, takeOver), { revisionId, event: "advance", expectedFrom: "CREATING", leaseOwner: "first" }),
     );
     await expect(moved).rejects.toMatchObject({ code: "CONFLICT" });
-    const [row] = await sql.query<{ status: string; lease_owner: string | null }>(`SELECT status, lease_owner FROM revisions WHERE id = $1`, [revisionId]);
-    expect(row).toEqual({ status: "CREATING", lease_owner: "second" });
+    expect(await row()).toEqual({ status: "CREATING", lease_owner: "second" });
   });
 });
