@@ -174,6 +174,18 @@ describe("what inspectTarball keeps is storable text", () => {
     expect(strings(found).every(isStorable)).toBe(true);
   });
 
+  it("quotes nothing of a configuration that does not parse: a value left unquoted may be a secret", async () => {
+    const secret = "sk-live-0123456789abcdef";
+    for (const config of [
+      `{"graphs": {"agent": "./agent.py:graph"}, "env": {"OPENAI_API_KEY": ${secret}}}`,
+      `{"graphs": {"agent": "./agent.py:graph"}, "env": {"OPENAI_API_KEY": "${secret}"`,
+    ]) {
+      const found = await inspect({ "langgraph.json": config, "agent.py": "graph = None\n" });
+      expect(found).toMatchObject({ ok: false, message: expect.stringMatching(/^langgraph\.json does not parse as JSON/) });
+      for (const text of strings(found)) for (let i = 0; i + 4 <= secret.length; i++) expect(text, text).not.toContain(secret.slice(i, i + 4));
+    }
+  });
+
   it("fails a tarball with a file whose name holds a NUL, naming neither it nor the NUL", async () => {
     // A name that is not ASCII goes in a PAX header, which can carry a NUL.
     const found = await inspect({ "é\u0000.py": "x = 1\n", "langgraph.json": '{"graphs": {"a": "./a.py:g"}}' });

@@ -2,7 +2,7 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { extract } from "tar-stream";
-import { isStorable } from "../../core/validation.js";
+import { isStorable, jsonFault } from "../../core/validation.js";
 
 /** A tarball unpacking to more than this is refused (a gzip bomb is small until opened). */
 export const MAX_UNPACKED_BYTES = 2 * 1024 * 1024 * 1024;
@@ -167,8 +167,9 @@ export function readGraphs(config: Buffer): Record<string, string> | { error: st
   try {
     parsed = JSON.parse(config.toString("utf8"));
   } catch (err) {
-    // The parser quotes the text around the fault, which may hold a NUL.
-    return { error: `does not parse as JSON (${storable(err instanceof Error ? err.message : String(err))})` };
+    // Without the text the parser quotes around an unexpected token: a value left unquoted there may
+    // be a secret (the secret mask only knows whole values), or hold a NUL.
+    return { error: `does not parse as JSON (${storable(jsonFault(err).error)})` };
   }
   const graphs = isObject(parsed) ? parsed.graphs : undefined;
   if (!isObject(graphs) || Object.keys(graphs).length === 0) {
