@@ -35,8 +35,12 @@ export function violatedForeignKey(err: unknown, depth = 0): string | null {
 const PRISMA_UNAVAILABLE = new Set(["P1001", "P1002", "P1008", "P1017", "P2024", "P2028"]);
 /** Driver adapter error kinds that mean the connection, not the query, failed. */
 const ADAPTER_UNAVAILABLE = new Set(["DatabaseNotReachable", "ConnectionClosed", "SocketTimeout", "TooManyConnections"]);
-/** SQLSTATEs of a lost or refused connection: admin/crash shutdown, cannot connect now, too many connections. */
-const SQLSTATE_UNAVAILABLE = new Set(["57P01", "57P02", "57P03", "53300"]);
+/**
+ * SQLSTATEs of a lost or refused connection (admin/crash shutdown, cannot connect now, too many
+ * connections) or of a statement the server cancelled past its bound (statement_timeout: a database
+ * too slow to answer in time, src/db/client.ts).
+ */
+const SQLSTATE_UNAVAILABLE = new Set(["57P01", "57P02", "57P03", "53300", "57014"]);
 const SOCKET_UNAVAILABLE = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH"]);
 /** pg's own: a connection lost, none free or opened in time (connectionTimeoutMillis), no answer in time (query_timeout). */
 const PG_MESSAGES = /Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Query read timeout/i;

@@ -66,6 +66,15 @@ export const CONNECT_TIMEOUT_MS = 10_000;
  */
 export const QUERY_TIMEOUT_MS = 20_000;
 /**
+ * The server's own bound on a statement (statement_timeout) is this much shorter than the client's:
+ * a database that is slow rather than cut off cancels the statement itself (SQLSTATE 57014), so that
+ * nothing a 503 gave up on goes on running there, and the connection stays usable. The client's bound
+ * is left for a path that delivers nothing at all.
+ */
+const SERVER_BOUND_MARGIN_MS = 1_000;
+const serverBound = (queryTimeoutMs: number) => Math.max(queryTimeoutMs - SERVER_BOUND_MARGIN_MS, 1);
+
+/**
  * TCP keepalive after this long idle: a dead peer or a dropped NAT mapping ends idle pooled connections
  * (after the system's probes) instead of leaving them to be found by the next request, and the probes
  * keep NAT mappings of idle connections alive.
@@ -126,6 +135,7 @@ async function openPostgres(url: string, max: number, queryTimeoutMs: number, lo
     max,
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     query_timeout: queryTimeoutMs,
+    statement_timeout: serverBound(queryTimeoutMs),
     keepAlive: true,
     keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
   });
@@ -187,10 +197,16 @@ function pgSql(queryable: pg.Pool | pg.PoolClient, queryTimeoutMs?: number): Sql
     async session(fn, options) {
       if (!(queryable instanceof pg.Pool)) return fn(this);
       const client = await queryable.connect();
+      const bound = options?.queryTimeoutMs;
+      let failed: Error | undefined;
       try {
-        return await fn(pgSql(client, options?.queryTimeoutMs));
+        // The session's own bound on the server too, for its statements only: reset before the
+        // connection goes back to the pool (or, should the reset fail, the connection is dropped).
+        if (bound !== undefined) await client.query(bounded(`SET statement_timeout = ${serverBound(bound)}`));
+        return await fn(pgSql(client, bound));
       } finally {
-        client.release();
+        if (bound !== undefined) await client.query(bounded("RESET statement_timeout")).catch((err: Error) => (failed = err));
+        client.release(failed);
       }
     },
   };
