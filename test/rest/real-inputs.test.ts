@@ -107,3 +107,21 @@ describe("source_config.custom_url", () => {
     expect(again.body.latest_revision_id).toBe(custom.body.latest_revision_id);
   });
 });
+
+describe("resource_spec maps", () => {
+  it("refuse a key named __proto__ (a JavaScript object cannot keep it) with 422, rather than drop it, and create nothing", async () => {
+    const before = (await call("GET", "/v2/deployments?limit=100&name_contains=proto-")).body.resources.length;
+    for (const [field, map] of [
+      ["labels", `{"__proto__": "x", "team": "a"}`],
+      ["annotations", `{"team": "a", "__proto__": "x"}`],
+    ] as const) {
+      const raw = `{"name": "proto-${field}", "source": "internal_container", "source_revision_config": {"image_uri": "r.example/a:1"}, "source_config": {"resource_spec": {"${field}": ${map}}}}`;
+      const res = await t.request("POST", "/v2/deployments", { key: ws.apiKey, rawBody: raw, headers: { "content-type": "application/json" } });
+      expect(res.status, res.text).toBe(422);
+      expect(res.body.detail).toEqual([
+        expect.objectContaining({ loc: ["body", "source_config", "resource_spec", field, "__proto__"], type: "value_error" }),
+      ]);
+    }
+    expect((await call("GET", "/v2/deployments?limit=100&name_contains=proto-")).body.resources).toHaveLength(before);
+  });
+});

@@ -1,7 +1,20 @@
 import { z } from "zod";
 
+/**
+ * A map (a record), but for a key named `__proto__`: zod's records skip it (a JavaScript object given
+ * it takes a prototype instead of a key), so it would be dropped without a word. It is refused
+ * instead, where it was sent (Kubernetes takes no such key).
+ */
+const map = <K extends z.ZodType<string>, V extends z.ZodType>(key: K, value: V) =>
+  z.preprocess((input, ctx) => {
+    if (typeof input === "object" && input !== null && Object.hasOwn(input, "__proto__")) {
+      ctx.issues.push({ code: "custom", message: "a key named __proto__ cannot be stored", input, path: ["__proto__"] });
+    }
+    return input;
+  }, z.record(key, value));
+
 /** Opaque JSON objects of Kubernetes shapes SPEC.md does not detail (volume sources, securityContext, ...). */
-const object = z.record(z.string(), z.json());
+const object = map(z.string(), z.json());
 
 /**
  * The largest whole number any field here may take: GraphQL's Int is 32-bit, so a larger value would be
@@ -123,8 +136,8 @@ export const resourceSpecSchema = z
     db_memory_limit_mb: memoryMb.nullish(),
     db_storage_gi: z.number().int().min(1).max(65_536).nullish(),
     db_max_connections: z.number().int().min(1).max(100_000).nullish(),
-    labels: z.record(z.string().min(1).max(317), z.string().max(63)).nullish(),
-    annotations: z.record(z.string().min(1).max(317), z.string()).nullish(),
+    labels: map(z.string().min(1).max(317), z.string().max(63)).nullish(),
+    annotations: map(z.string().min(1).max(317), z.string()).nullish(),
     service_account_name: z.string().min(1).max(253).nullish(),
     image_pull_secrets: z.array(z.object({ name: z.string().min(1).max(253) })).nullish(),
     volumes: z.array(volumeSchema).nullish(),
