@@ -30,6 +30,8 @@ import { SimulatorRuntime } from "./pipeline/runtimes/simulator.js";
 import { PipelineWorker, type WorkerOptions } from "./pipeline/worker.js";
 import { deferredStart } from "./pipeline/deferred-start.js";
 import { toErrorAnswer } from "./rest/errors.js";
+import { withOtherProblems } from "./rest/http.js";
+import { CoreError } from "./core/errors.js";
 import { idempotency } from "./middleware/idempotency.js";
 import { limitBodySize, rateLimit } from "./middleware/limits.js";
 import { limitFailedAuthentications } from "./middleware/auth-failures.js";
@@ -228,8 +230,8 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
   // The REST reference, made from the routes above (and itself) on first request.
   http.route("/", referenceRoutes(() => openApiDocument(routesOf(http), API_VERSION)));
   http.notFound((c) => c.json({ detail: "Not Found" }, 404));
-  http.onError((err, c) => {
-    const answer = toErrorAnswer(err);
+  http.onError(async (err, c) => {
+    const answer = toErrorAnswer(err instanceof CoreError ? await withOtherProblems(c, err) : err);
     if (answer) return c.json(answer.body, answer.status, answer.headers);
     logger.error({ err, method: c.req.method, path: c.req.path }, "unhandled error");
     return c.json({ detail: "Internal Server Error" }, 500);

@@ -1,4 +1,5 @@
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
+import { matchedRoutes } from "hono/route";
 import { z } from "zod";
 import { isPostRead } from "../middleware/idempotency.js";
 
@@ -35,6 +36,15 @@ export interface RouteDoc {
 }
 
 const docs = new WeakMap<object, RouteDoc>();
+
+/** The documentation of the route that answers `c`'s request, if it has one. */
+export function routeDocOf(c: Context): RouteDoc | undefined {
+  for (const route of matchedRoutes(c).toReversed()) {
+    const doc = docs.get(route.handler);
+    if (doc) return doc;
+  }
+  return undefined;
+}
 
 /** Attaches a route's documentation to its handler; returns the handler unchanged. */
 export function describe<H extends object>(doc: RouteDoc, handler: H): H {

@@ -125,3 +125,27 @@ describe("resource_spec maps", () => {
     expect((await call("GET", "/v2/deployments?limit=100&name_contains=proto-")).body.resources).toHaveLength(before);
   });
 });
+
+describe("a request with a bad path id", () => {
+  it("is told every problem at once: the path's, the query's and the body's, as FastAPI reports them", async () => {
+    const patched = await call("PATCH", "/v2/deployments/abc", { secrets: [{ name: "my-secret", value: "hidden-value-123" }] });
+    expect(patched.status).toBe(422);
+    expect(patched.body.detail.map((d: { loc: unknown }) => d.loc)).toEqual([
+      ["path", "deployment_id"],
+      ["body", "secrets", 0, "name"],
+    ]);
+    expect(patched.text).not.toContain("hidden-value-123");
+
+    const listed = await call("GET", "/v2/deployments/abc/revisions?limit=0");
+    expect(listed.body.detail.map((d: { loc: unknown }) => d.loc)).toEqual([["path", "deployment_id"], ["query", "limit"]]);
+
+    const logs = await call("POST", `/v1/projects/abc/revisions/${randomUUID()}/build_logs`, { limit: 0 });
+    expect(logs.body.detail.map((d: { loc: unknown }) => d.loc)).toEqual([["path", "deployment_id"], ["body", "limit"]]);
+    const notJson = await t.request("PATCH", "/v2/deployments/abc", { key: ws.apiKey, rawBody: "{nope", headers: { "content-type": "application/json" } });
+    expect(notJson.body.detail.map((d: { loc: unknown }) => d.loc)).toEqual([["path", "deployment_id"], ["body", 1]]);
+
+    // Alone, each is as before.
+    expect((await call("PATCH", "/v2/deployments/abc", {})).body.detail.map((d: { loc: unknown }) => d.loc)).toEqual([["path", "deployment_id"]]);
+    expect((await call("GET", "/v2/deployments/abc")).body.detail.map((d: { loc: unknown }) => d.loc)).toEqual([["path", "deployment_id"]]);
+  });
+});
