@@ -77,10 +77,8 @@ export class ProviderService {
     return this.deps.data(tenant).oAuthProvider.count();
   }
 
-  async get(tenant: Tenant, providerId: string): Promise<OAuthProvider> {
-    const provider = await this.find(tenant, providerId);
-    if (!provider) throw notFound("Provider", providerId);
-    return provider;
+  get(tenant: Tenant, providerId: string): Promise<OAuthProvider> {
+    return this.getBy(tenant, { providerId });
   }
 
   /** The provider a ProviderRef names, in the caller's workspace. */

@@ -1,11 +1,10 @@
 import type { Context } from "hono";
 import type { z } from "zod";
 import type { Tenant } from "../core/auth.js";
-import { CoreError, invalid, type ValidationIssue } from "../core/errors.js";
+import { invalid } from "../core/errors.js";
 import { listParams } from "../core/schemas/query.js";
 import { jsonFault, parseInput, utf8Text } from "../core/validation.js";
 import { isoString } from "../time.js";
-import { routeDocOf } from "./docs.js";
 
 export type Env = { Variables: { tenant: Tenant } };
 
@@ -54,26 +53,3 @@ export const iso = (d: Date | null) => (d ? isoString(d) : null);
  */
 export const NO_STORE = { "Cache-Control": "no-store" };
 
-/**
- * A path that is not valid, told with whatever else of the request is not: its query and its JSON
- * body are checked against the route's schemas too, so that every problem is reported at once, as
- * FastAPI reports them (COMPAT.md). Handlers read their path first, and core validates a body inside
- * its calls, after the path: without this, a bad path id hid the body's problems.
- */
-export async function withOtherProblems(c: Context, err: CoreError): Promise<CoreError> {
-  if (err.code !== "VALIDATION" || err.issues.length === 0 || !err.issues.every((issue) => issue.loc[0] === "path")) return err;
-  const doc = routeDocOf(c);
-  if (!doc) return err;
-  const more: ValidationIssue[] = [];
-  const check = async (read: () => unknown) => {
-    try {
-      await read();
-    } catch (problem) {
-      // Only validation problems join the path's; anything else (a body too large) is left to the handler's path.
-      if (problem instanceof CoreError && problem.code === "VALIDATION") more.push(...problem.issues);
-    }
-  };
-  if (doc.query) await check(() => queryParams(c, doc.query!));
-  if (doc.body && !doc.bodyMedia) await check(async () => parseInput(doc.body!, await readJson(c), "body"));
-  return more.length > 0 ? invalid([...err.issues, ...more]) : err;
-}
