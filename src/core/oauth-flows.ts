@@ -8,7 +8,7 @@ import type { OAuthClient } from "./oauth-client.js";
 import { EXCHANGE_GRACE_MS, ended, FlowStore, flowStatus, sha256 } from "./oauth-flow-store.js";
 import { FlowWaits, type WaitResult } from "./oauth-flow-waits.js";
 import type { SubscriptionQuota } from "./subscription-quota.js";
-import { endpointsOf, type OAuthSettings, type ProviderService, redirectUri } from "./oauth-providers.js";
+import { endpointsOf, grantEndpointsOf, type OAuthSettings, type ProviderService, redirectUri } from "./oauth-providers.js";
 import type { TokenVault } from "./oauth-tokens.js";
 import { authenticateSchema, type CallbackQuery, callbackQuerySchema, finalizeSchema } from "./schemas/oauth.js";
 import { violatedForeignKey } from "./prisma-errors.js";
@@ -146,6 +146,7 @@ export class FlowService {
           redirectUri: redirect,
           scopes,
           isDefault,
+          ...grantEndpointsOf(provider),
           status: "pending",
           expiresAt: new Date(Date.now() + this.settings.flowTtlSeconds * 1000),
         },
@@ -199,7 +200,7 @@ export class FlowService {
     for (const [k, v] of Object.entries({ code: query.code, state: query.state, iss: query.iss })) if (v) callbackUrl.searchParams.set(k, v);
     let tokens;
     try {
-      tokens = await this.client.exchange(endpointsOf(this.deps.secrets, provider), callbackUrl, {
+      tokens = await this.client.exchange(endpointsOf(this.deps.secrets, provider, flow), callbackUrl, {
         state: query.state,
         codeVerifier: flow.codeVerifier ? this.deps.secrets.open(flow.codeVerifier) : null,
         redirectUri: flow.redirectUri,
@@ -214,7 +215,7 @@ export class FlowService {
         // The provider stays until this commits; deleted meanwhile, it took the flow with it.
         const live = await tx.$queryRaw<unknown[]>`SELECT id FROM oauth_providers WHERE id = ${provider.id}::uuid FOR KEY SHARE`;
         if (live.length === 0) throw new ProviderGone();
-        const token = await this.vault.store(tx, tenant, provider, tokens, { requestedScopes: flow.scopes, isDefault: flow.isDefault });
+        const token = await this.vault.store(tx, tenant, provider, tokens, { requestedScopes: flow.scopes, isDefault: flow.isDefault, grant: flow });
         // Compare-and-set: the flow is completed only while this callback's claim stands and its time
         // (with the grace) has not run out; otherwise the token is not kept either.
         const [done] = await tx.oAuthFlow.updateManyAndReturn({
@@ -226,7 +227,7 @@ export class FlowService {
       });
     } catch (err) {
       // Nothing here keeps what the provider issued: it is revoked there.
-      await this.vault.revoke([this.vault.issued(provider, tokens)]);
+      await this.vault.revoke([this.vault.issued(provider, flow, tokens)]);
       if (err instanceof ProviderGone) {
         throw badRequest(
           `The OAuth provider '${provider.providerId}' was deleted while the authorization code was exchanged: nothing was kept, and what it issued was revoked there.`,

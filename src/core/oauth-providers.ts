@@ -33,14 +33,28 @@ export function redirectUri(settings: OAuthSettings, origin: string | null, prov
   return `${base.replace(/\/+$/, "")}/v2/auth/callback/${encodeURIComponent(providerSlug)}`;
 }
 
-/** What the OAuth client needs of a provider row, its client secret opened. */
-export const endpointsOf = (secrets: SecretBox, p: OAuthProvider): ProviderEndpoints => ({
+/**
+ * Where a grant (a flow's code, the token it makes) is sent: its provider's token and revocation
+ * endpoints when its owner began to authorize. A provider is its workspace's, and any caller of it
+ * may change them since; the grant is its owner's alone, and goes nowhere else. Flows and tokens
+ * keep these (their tokenUrl and revocationUrl).
+ */
+export type GrantEndpoints = Pick<OAuthProvider, "tokenUrl" | "revocationUrl">;
+
+/** The provider's endpoints now, as a grant begun now keeps them. */
+export const grantEndpointsOf = (p: OAuthProvider): GrantEndpoints => ({ tokenUrl: p.tokenUrl, revocationUrl: p.revocationUrl });
+
+/**
+ * What the OAuth client needs of a provider row, its client secret opened; for a grant, with the
+ * token and revocation endpoints it keeps in place of the provider's of now.
+ */
+export const endpointsOf = (secrets: SecretBox, p: OAuthProvider, grant: GrantEndpoints = p): ProviderEndpoints => ({
   providerId: p.providerId,
   clientId: p.clientId,
   clientSecret: p.clientSecret ? secrets.open(p.clientSecret) : null,
   authUrl: p.authUrl,
-  tokenUrl: p.tokenUrl,
-  revocationUrl: p.revocationUrl,
+  tokenUrl: grant.tokenUrl,
+  revocationUrl: grant.revocationUrl,
   issuer: p.issuer,
   tokenEndpointAuthMethod: p.tokenEndpointAuthMethod,
 });

@@ -6,7 +6,7 @@ import type { CoreDeps } from "./context.js";
 import { CoreError, notFound } from "./errors.js";
 import { uuidsOnly, inOrder } from "./batch-reads.js";
 import { type OAuthClient, PROVIDER_TIMEOUT_SECONDS, type TokenSet } from "./oauth-client.js";
-import { endpointsOf, type OAuthSettings } from "./oauth-providers.js";
+import { endpointsOf, type GrantEndpoints, grantEndpointsOf, type OAuthSettings } from "./oauth-providers.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
 import { isRecordMissing } from "./prisma-errors.js";
 import { tokenUpdateSchema } from "./schemas/oauth.js";
@@ -40,6 +40,8 @@ export interface Revocation {
   /** The stored token's id (for the log), or null for tokens that were never stored. */
   tokenId: string | null;
   provider: OAuthProvider;
+  /** The endpoints the token keeps (it is revoked at its own, not at the provider's of now). */
+  grant: GrantEndpoints;
   hint: "access_token" | "refresh_token";
   value: () => string;
 }
@@ -153,9 +155,12 @@ export class TokenVault {
     return this.revokeAndDelete(tenant, slackTokens);
   }
 
-  /** Keeps what a provider's token endpoint answered, for the owner; `isDefault` makes it the one picked first. */
+  /**
+   * Keeps what a provider's token endpoint answered, for the owner; `isDefault` makes it the one
+   * picked first. The token keeps the provider's endpoints of now (store: a flow's).
+   */
   save(tenant: Tenant, provider: OAuthProvider, tokens: TokenSet, options: { requestedScopes: string[]; isDefault: boolean }): Promise<OAuthToken> {
-    return this.deps.data(tenant).$transaction((tx) => this.store(tx, tenant, provider, tokens, options));
+    return this.deps.data(tenant).$transaction((tx) => this.store(tx, tenant, provider, tokens, { ...options, grant: grantEndpointsOf(provider) }));
   }
 
   /** save(), inside the caller's transaction. */
@@ -164,7 +169,7 @@ export class TokenVault {
     tenant: Tenant,
     provider: OAuthProvider,
     tokens: TokenSet,
-    options: { requestedScopes: string[]; isDefault: boolean },
+    options: { requestedScopes: string[]; isDefault: boolean; grant: GrantEndpoints },
   ): Promise<OAuthToken> {
     if (options.isDefault) await this.clearDefault(tx, tenant, provider.id);
     return tx.oAuthToken.create({
@@ -180,6 +185,8 @@ export class TokenVault {
         expiresAt: tokens.expiresAt,
         providerAccountLabel: tokens.accountLabel,
         isDefault: options.isDefault,
+        tokenUrl: options.grant.tokenUrl,
+        revocationUrl: options.grant.revocationUrl,
       },
     });
   }
@@ -271,7 +278,7 @@ export class TokenVault {
     const refreshToken = this.deps.secrets.open(token.refreshToken!);
     let refreshed: TokenSet;
     try {
-      refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider), refreshToken);
+      refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider, token), refreshToken);
     } catch (err) {
       // Given up: another hand-out may try. (Should this fail, the claim runs out by itself.)
       await this.deps
@@ -310,7 +317,7 @@ export class TokenVault {
     });
     if (updated) return open(updated);
     // The token was deleted while the provider refreshed it: nothing here keeps what it issued.
-    await this.revoke([this.issued(provider, refreshed)]);
+    await this.revoke([this.issued(provider, token, refreshed)]);
     return null;
   }
 
@@ -337,14 +344,14 @@ export class TokenVault {
     const mine = new Set(deleted.map((row) => row.id));
     return found.filter((token) => mine.has(token.id)).map((token) => {
       const [sealed, hint] = token.refreshToken ? [token.refreshToken, "refresh_token" as const] : [token.accessToken, "access_token" as const];
-      return { tokenId: token.id, provider: token.provider, hint, value: () => this.deps.secrets.open(sealed) };
+      return { tokenId: token.id, provider: token.provider, grant: token, hint, value: () => this.deps.secrets.open(sealed) };
     });
   }
 
   /** What a token endpoint issued that nothing here keeps (its flow ended while the code was exchanged), as revoke() takes it. */
-  issued(provider: OAuthProvider, tokens: TokenSet): Revocation {
+  issued(provider: OAuthProvider, grant: GrantEndpoints, tokens: TokenSet): Revocation {
     const [value, hint] = tokens.refreshToken ? [tokens.refreshToken, "refresh_token" as const] : [tokens.accessToken, "access_token" as const];
-    return { tokenId: null, provider, hint, value: () => value };
+    return { tokenId: null, provider, grant, hint, value: () => value };
   }
 
   /**
@@ -369,10 +376,10 @@ export class TokenVault {
     }
   }
 
-  private async revokeOne({ tokenId, provider, hint, value }: Revocation): Promise<void> {
+  private async revokeOne({ tokenId, provider, grant, hint, value }: Revocation): Promise<void> {
     const about = { token_id: tokenId, provider_id: provider.providerId };
     try {
-      const revoked = await this.client.revoke(endpointsOf(this.deps.secrets, provider), value(), hint);
+      const revoked = await this.client.revoke(endpointsOf(this.deps.secrets, provider, grant), value(), hint);
       if (!revoked) this.settings.logger.info(about, "oauth: the provider has no revocation endpoint; the token is only forgotten");
     } catch (err) {
       this.settings.logger.warn({ ...about, reason: err instanceof Error ? err.message : "unknown" }, "oauth: could not revoke a token at its provider; it is forgotten all the same");

@@ -42,7 +42,7 @@ async function failure(write: () => Promise<unknown>): Promise<{ message: string
 describe("the database client's error messages", () => {
   it("quote neither the values written nor the code that wrote them, and neither do the log lines of them", async () => {
     const workspace = await t.app.db.prisma.workspace.findFirstOrThrow();
-    const token = { workspaceId: workspace.id, providerId: "p", owner: "o", accessToken: SEALED, tokenType: "bearer", scopes: [], isDefault: false };
+    const token = { workspaceId: workspace.id, providerId: "p", owner: "o", accessToken: SEALED, tokenType: "bearer", scopes: [], isDefault: false, tokenUrl: "https://provider.example/token" };
     const failures = [
       // Refused by the database: a foreign key, a value that is not a uuid.
       await failure(() => t.app.db.prisma.oAuthToken.create({ data: { ...token, oauthProviderId: "00000000-0000-0000-0000-000000000000" } })),

@@ -377,3 +377,49 @@ describe.each(targets)("migrations on an empty $name database", (target) => {
     // Every migration on a fresh database, twice over: seconds on a quiet machine, far more on a loaded one.
   }, 180_000);
 });
+
+describe.each(targets)("data migrations on a $name database", (target) => {
+  it("gives the OAuth flows and tokens stored before 20261129040000 their provider's endpoints of then", async () => {
+    const { db: fresh, drop } = await target.open();
+    try {
+      const all = await readMigrations();
+      const at = all.findIndex((m) => m.name === "20261129040000_oauth_grant_endpoints");
+      expect(at).toBeGreaterThan(0);
+      await migrate(fresh.sql, all.slice(0, at));
+      const [org, ws, provider, bare] = ["10", "20", "30", "31"].map((n) => `00000000-0000-0000-0000-0000000000${n}`);
+      await fresh.sql.query(`INSERT INTO organizations (id, name) VALUES ($1, 'o')`, [org]);
+      await fresh.sql.query(`INSERT INTO workspaces (id, organization_id, name) VALUES ($1, $2, 'w')`, [ws, org]);
+      const addProvider = (id: string, slug: string, revocation: string | null) =>
+        fresh.sql.query(
+          `INSERT INTO oauth_providers (id, workspace_id, organization_id, provider_id, name, client_id, auth_url, token_url, revocation_url, updated_at)
+           VALUES ($1, $2, $3, $4, $4, 'client', 'https://${slug}.example/auth', 'https://${slug}.example/token', $5, now())`,
+          [id, ws, org, slug, revocation],
+        );
+      await addProvider(provider!, "idp", "https://idp.example/revoke");
+      await addProvider(bare!, "bare", null);
+      for (const [id, p] of [provider, bare].entries()) {
+        await fresh.sql.query(
+          `INSERT INTO oauth_tokens (id, workspace_id, oauth_provider_id, provider_id, owner, access_token, updated_at)
+           VALUES ($1, $2, $3, 'p', 'user:a', 'sealed', now())`,
+          [`00000000-0000-0000-0000-00000000004${id}`, ws, p],
+        );
+        await fresh.sql.query(
+          `INSERT INTO oauth_flows (id, workspace_id, oauth_provider_id, owner, state_hash, redirect_uri, status, expires_at, updated_at)
+           VALUES ($1, $2, $3, 'user:a', $4, 'https://dcp.example/cb', 'pending', now(), now())`,
+          [`00000000-0000-0000-0000-00000000005${id}`, ws, p, `state-${id}`],
+        );
+      }
+      expect(await migrate(fresh.sql)).toEqual(all.slice(at).map((m) => m.name));
+      const kept = (table: string) =>
+        fresh.sql.query(`SELECT oauth_provider_id::text AS provider, token_url, revocation_url FROM ${table} ORDER BY oauth_provider_id`);
+      const expected = [
+        { provider, token_url: "https://idp.example/token", revocation_url: "https://idp.example/revoke" },
+        { provider: bare, token_url: "https://bare.example/token", revocation_url: null },
+      ];
+      expect(await kept("oauth_tokens")).toEqual(expected);
+      expect(await kept("oauth_flows")).toEqual(expected);
+    } finally {
+      await drop();
+    }
+  }, 180_000);
+});

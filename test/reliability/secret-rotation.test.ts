@@ -119,6 +119,7 @@ async function seedOAuth(prisma: PrismaClient, owner: NewWorkspace, box: SecretB
       owner: "user:someone",
       accessToken: box.seal(plain.accessToken),
       refreshToken: box.seal(plain.refreshToken),
+      tokenUrl: provider.tokenUrl,
     },
   });
   const flow = await prisma.oAuthFlow.create({
@@ -129,6 +130,7 @@ async function seedOAuth(prisma: PrismaClient, owner: NewWorkspace, box: SecretB
       stateHash: randomUUID(),
       codeVerifier: box.seal(plain.codeVerifier),
       redirectUri: "https://dcp.example/v2/auth/callback",
+      tokenUrl: provider.tokenUrl,
       status: "pending",
       expiresAt: new Date(Date.now() + 600_000),
     },
