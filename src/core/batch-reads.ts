@@ -44,6 +44,22 @@ export function inOrder<T extends { id: string }>(ids: readonly string[], rows: 
 }
 
 /**
+ * Rows grouped by the id `keyOf` gives each: one list for each of `ids`, in their order (empty where
+ * none), each list in the order of `rows`. Each row is added to its list (a loader's batch may hold
+ * 200,000 rows: an installation's 5,000 repositories, 40 installations a page).
+ */
+export function groupedInOrder<T>(ids: readonly string[], rows: readonly T[], keyOf: (row: T) => string): T[][] {
+  const groups = new Map<string, T[]>();
+  for (const row of rows) {
+    const key = keyOf(row);
+    const group = groups.get(key);
+    if (group) group.push(row);
+    else groups.set(key, [row]);
+  }
+  return ids.map((id) => groups.get(id.toLowerCase()) ?? []);
+}
+
+/**
  * What the GraphQL face needs beyond the REST services: loading by many ids at once (DataLoaders),
  * counts for totalCount, and keyset pages the services do not page themselves. Always one SQL
  * statement per call, whatever the number of ids, and always confined to the tenant's workspace.
@@ -183,13 +199,7 @@ export class BatchReads {
       where: { revisionId: { in: uuidsOnly(revisionIds) }, revision: { workspaceId: tenant.workspaceId } },
       orderBy: [{ revisionId: "asc" }, { id: "asc" }],
     });
-    const byRevision = new Map<string, RevisionEvent[]>();
-    for (const row of rows) {
-      const list = byRevision.get(row.revisionId);
-      if (list) list.push(row);
-      else byRevision.set(row.revisionId, [row]);
-    }
-    return revisionIds.map((id) => byRevision.get(id.toLowerCase()) ?? []);
+    return groupedInOrder(revisionIds, rows, (row) => row.revisionId);
   }
 
   /** The id of the newest entry of the revision event logs of the deployment's revisions; 0 for none. */

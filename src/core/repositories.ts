@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { CodehostRepository } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
+import { groupedInOrder } from "./batch-reads.js";
 import type { CoreDeps } from "./context.js";
 import { notFound } from "./errors.js";
 import { parseInput } from "./validation.js";
@@ -67,9 +68,7 @@ export class RepositoryService {
       where: { integrationId: { in: [...integrationIds] } },
       orderBy: byOwnerAndName,
     });
-    const byInstallation = new Map<string, CodehostRepository[]>();
-    for (const row of rows) byInstallation.set(row.integrationId, [...(byInstallation.get(row.integrationId) ?? []), row]);
-    return integrationIds.map((id) => byInstallation.get(id) ?? []);
+    return groupedInOrder(integrationIds, rows, (row) => row.integrationId);
   }
 
   /**

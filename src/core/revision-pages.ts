@@ -1,6 +1,6 @@
 import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
-import { uuidsOnly } from "./batch-reads.js";
+import { groupedInOrder, uuidsOnly } from "./batch-reads.js";
 import { type KeysetArgs, type KeysetPage, pageOfRows } from "./pagination.js";
 import { DEFAULT_PAGE_SIZE } from "./cursor-pages.js";
 import { revisionPageRows, type RevisionSummary } from "./revision-reads.js";
@@ -37,13 +37,7 @@ export class RevisionPages {
     const backward = args.last !== undefined && args.first === undefined;
     const size = backward ? args.last! : (args.first ?? DEFAULT_PAGE_SIZE);
     const rows = ids.length === 0 ? [] : await this.rows(tenant, ids, args, statuses, backward, probe ? size + 1 : size);
-    const byDeployment = new Map<string, RevisionSummary[]>();
-    for (const row of rows) {
-      const list = byDeployment.get(row.deploymentId);
-      if (list) list.push(row);
-      else byDeployment.set(row.deploymentId, [row]);
-    }
-    return deploymentIds.map((id) => pageOfRows(byDeployment.get(id.toLowerCase()) ?? [], args, size, backward));
+    return groupedInOrder(deploymentIds, rows, (row) => row.deploymentId).map((group) => pageOfRows(group, args, size, backward));
   }
 
   /** How many revisions (of these statuses) each deployment has, in one grouped statement. */
