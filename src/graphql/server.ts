@@ -15,6 +15,7 @@ import { useRedactedSecrets } from "./redact.js";
 import { schema } from "./types/index.js";
 import { useCompiledQueries } from "./jit.js";
 import { useComplexityLimit } from "./complexity-limit.js";
+import { useNestingLimit } from "./nesting-limit.js";
 import { useUnconditionalSubscriptionRoots } from "./subscription-root.js";
 import { jsonBytes } from "./answer-bytes.js";
 import { useAuthenticationFirst } from "./authenticate.js";
@@ -61,7 +62,7 @@ export type GraphQLServer = YogaServerInstance<ServerContext, GraphQLContext>;
  * Sized for Relay dashboards: a page of 100 deployments, each with its latest revision, listener and
  * first 5 revisions, fits comfortably; a page of 100 × 100 revisions with their event logs does not.
  */
-export const LIMITS = { depth: 15, aliases: 30, tokens: 5000, directives: 50, complexity: 25_000 };
+export const LIMITS = { depth: 15, aliases: 30, tokens: 5000, directives: 50, complexity: 25_000, nesting: 128 };
 
 /**
  * Armor's rules throw by default, which yoga would treat as a crash; reported instead, they are
@@ -121,6 +122,8 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
         costLimit: { enabled: false },
         blockFieldSuggestion: { enabled: options.production },
       }),
+      // After the armor, whose token-counting parser it guards: that parser is recursive.
+      useNestingLimit(LIMITS.nesting, LIMITS.tokens),
       // Before the standard rules, one of which throws on what this refuses.
       useUnconditionalSubscriptionRoots(),
       useComplexityLimit(LIMITS.complexity),

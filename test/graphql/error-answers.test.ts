@@ -165,4 +165,42 @@ describe("a document that does not parse", () => {
     expect((await gql(t, ws.apiKey, httpFirst)).errors).toEqual([expect.objectContaining({ extensions: { code: "GRAPHQL_PARSE_FAILED" } })]);
     expect(await overWs(httpFirst)).toEqual([expect.objectContaining({ extensions: { code: "GRAPHQL_PARSE_FAILED" } })]);
   });
+
+  // Under the token limit, yet deeper than graphql-js's recursive parser (and every walk after it) can go.
+  const deepList = (depth: number) => `{ nodes(ids: ${"[".repeat(depth)}"x"${"]".repeat(depth)}) { id } }`;
+  const deepObject = (depth: number) => `{ deployments(filter: ${"{a:".repeat(depth)}1${"}".repeat(depth)}) { totalCount } }`;
+  const tooDeep = { message: expect.stringMatching(/^Syntax Error: Document nests brackets more than 128 levels deep\./), extensions: { code: "GRAPHQL_PARSE_FAILED" } };
+
+  it("nests no deeper than 128 brackets: a deeper one is GRAPHQL_PARSE_FAILED over HTTP, a client's mistake", async () => {
+    // The selection set's brace and the arguments' parenthesis count too: deepList(n) nests n + 2.
+    for (const query of [deepList(2400), deepObject(1600), deepList(127)]) {
+      const lines = await logged(async () => {
+        const res = await gql(t, ws.apiKey, query);
+        expect(res.status).toBe(400);
+        expect(res.errors).toEqual([expect.objectContaining(tooDeep)]);
+      });
+      expect(lines.filter((l) => l.level >= WARN)).toEqual([]);
+    }
+    // At the limit, the document parses, and is told what is wrong with it.
+    const within = await gql(t, ws.apiKey, deepList(126));
+    expect(within.status).toBe(400);
+    expect(within.errors?.[0]?.extensions?.code).toBe("GRAPHQL_VALIDATION_FAILED");
+  });
+
+  it("over graphql-ws refuses that operation alone: the socket and its other operations go on", async () => {
+    const client = wsClient(url, ws.apiKey);
+    try {
+      const sub = subscribeWs(client, deepList(2400), {});
+      const errors = await sub.done.then(
+        () => sub.messages.flatMap((m) => m.errors ?? []),
+        (errs: Received["errors"]) => errs,
+      );
+      expect(errors).toEqual([expect.objectContaining(tooDeep)]);
+      const after = subscribeWs(client, `{ viewer { id } }`, {});
+      await after.done;
+      expect(after.messages).toEqual([{ data: { viewer: { id: expect.any(String) } } }]);
+    } finally {
+      await client.dispose();
+    }
+  });
 });
