@@ -16,6 +16,7 @@ import { schema } from "./types/index.js";
 import { useCompiledQueries } from "./jit.js";
 import { useComplexityLimit } from "./complexity-limit.js";
 import { useNestingLimit } from "./nesting-limit.js";
+import { useHiddenSuggestions } from "./suggestions.js";
 import { useUnconditionalSubscriptionRoots } from "./subscription-root.js";
 import { jsonBytes } from "./answer-bytes.js";
 import { useAuthenticationFirst } from "./authenticate.js";
@@ -120,7 +121,8 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
         maxDirectives: { n: LIMITS.directives, ...asValidationError },
         // Cost is Pothos's complexity below: it knows that first: 100 means a hundred items.
         costLimit: { enabled: false },
-        blockFieldSuggestion: { enabled: options.production },
+        // useHiddenSuggestions hides these and more.
+        blockFieldSuggestion: { enabled: false },
       }),
       // After the armor, whose token-counting parser it guards: that parser is recursive.
       useNestingLimit(LIMITS.nesting, LIMITS.tokens),
@@ -133,6 +135,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       // Over SSE too, subscribers of one change asking the same share one execution of it.
       { onSubscribe: ({ setSubscribeFn }) => setSubscribeFn(subscribeShared) } satisfies Plugin,
       ...(options.introspection ? [] : [useNoIntrospection()]),
+      ...(options.production ? [useHiddenSuggestions()] : []),
     ],
   });
   registerParseCache(yoga, parseCache);
@@ -296,7 +299,8 @@ export function maskError(error: unknown, message: string, isDev: boolean): Erro
   }
   if (error instanceof GraphQLError && isOwnGraphQLError(error)) {
     // yoga's refusal of a body that is not JSON carries JSON.parse's message, which quotes the body
-    // (a secret left unquoted, say): told as REST tells it (jsonFault), without the text.
+    // (a secret left unquoted, say): told as REST tells it (jsonFault), without the text. (yoga
+    // answers an application/json client 400 rather than 200 by this originalError: it stays.)
     const parseFault = error.extensions.originalError as { name?: unknown } | undefined;
     if (parseFault?.name === "SyntaxError") {
       return new GraphQLError(error.message, { extensions: { ...error.extensions, originalError: { name: "SyntaxError", message: jsonFault(parseFault).error } } });
@@ -307,7 +311,8 @@ export function maskError(error: unknown, message: string, isDev: boolean): Erro
       source: error.source,
       positions: error.positions,
       path: error.path,
-      extensions: { ...error.extensions, code: "BAD_USER_INPUT" },
+      // A refusal of the request itself (CSRF prevention's 403) is no mistake in its document or variables.
+      extensions: { ...error.extensions, code: error.extensions.http ? "BAD_REQUEST" : "BAD_USER_INPUT" },
     });
   }
   return yogaMaskError(error, message, isDev);

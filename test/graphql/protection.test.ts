@@ -76,6 +76,18 @@ describe("errors", () => {
     }
   });
 
+  it("tells a request whose operation cannot be chosen OPERATION_RESOLUTION_FAILURE (400), as the README lists", async () => {
+    for (const body of [
+      { query: "query A { viewer { id } }", operationName: "B" },
+      { query: "query A { viewer { id } } query B { viewer { id } }" },
+      { query: "{ viewer { id } }", operationName: 5 },
+    ]) {
+      const res = await dev.request("POST", "/graphql", { key: devWs.apiKey, body });
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body, JSON.stringify(body)).toEqual({ errors: [{ message: "Could not determine what operation to execute.", extensions: { code: "OPERATION_RESOLUTION_FAILURE" } }] });
+    }
+  });
+
   it("answers variables or extensions that are not JSON, in a GET or a form, as a bad request (400), logging no fault", async () => {
     const query = encodeURIComponent("{ viewer { uuid } }");
     const errorLines = () => prod.guard.logLines.filter((line) => /"level":(50|60)/.test(line)).length;
@@ -183,6 +195,25 @@ describe("errors", () => {
     const devRes = await gql(dev, devWs.apiKey, "{ viewr { id } }");
     expect(JSON.stringify(devRes.errors)).toContain("Did you mean");
   });
+
+  // With introspection off, a suggestion would tell the schema all the same, one name at a time.
+  it("hides every suggestion in production: enum values, input fields and arguments, in documents and in variables", async () => {
+    const FILTERED = `query($f: DeploymentFilter) { deployments(filter: $f) { totalCount } }`;
+    const mistakes: [string, Record<string, unknown> | undefined, RegExp][] = [
+      [`{ deployments(filter: { status: READ }) { totalCount } }`, undefined, /^Value "READ" does not exist in "DeploymentStatus" enum\./],
+      [`{ deployments(filter: { nam: "x" }) { totalCount } }`, undefined, /^Field "nam" is not defined by type "DeploymentFilter"\./],
+      [`{ deployments(frist: 1) { totalCount } }`, undefined, /^Unknown argument "frist" on field "Query\.deployments"\./],
+      [FILTERED, { f: { nam: "x" } }, /^Variable "\$f" got invalid value .*Field "nam" is not defined by type "DeploymentFilter"\./],
+      [FILTERED, { f: { status: "READ" } }, /^Variable "\$f" got invalid value "READ" at "f\.status"; Value "READ" does not exist in "DeploymentStatus" enum\./],
+    ];
+    for (const [query, variables, told] of mistakes) {
+      const [hidden, shown] = await Promise.all([gql(prod, prodWs.apiKey, query, variables), gql(dev, devWs.apiKey, query, variables)]);
+      expect(hidden.status, query).toBe(400);
+      expect(hidden.errors, query).toEqual([expect.objectContaining({ message: expect.stringMatching(told) })]);
+      expect(JSON.stringify(hidden.errors), query).not.toContain("Did you mean");
+      expect(shown.errors![0]!.message, query).toMatch(/Did you mean/);
+    }
+  });
 });
 
 describe("introspection, GraphiQL and CSRF", () => {
@@ -211,7 +242,7 @@ describe("introspection, GraphiQL and CSRF", () => {
       headers: { "content-type": "application/x-www-form-urlencoded" },
     });
     expect(form.status).toBe(403);
-    expect(form.body.errors[0].message).toMatch(/CSRF/);
+    expect(form.body.errors).toEqual([{ message: expect.stringMatching(/CSRF/), extensions: { code: "BAD_REQUEST" } }]);
     const get = await dev.request("GET", `/graphql?query=${encodeURIComponent("{viewer{id}}")}`);
     expect(get.status).toBe(403);
     const withKey = await dev.request("GET", `/graphql?query=${encodeURIComponent("{viewer{uuid}}")}`, { key: devWs.apiKey });
