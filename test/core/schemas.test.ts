@@ -61,6 +61,18 @@ describe("resourceSpecSchema", () => {
     expect(paths(bad).sort()).toEqual(["cache_memory_mb", "cpu", "db_storage_gi", "max_scale", "memory_mb", "min_scale", "queue_cpu"]);
   });
 
+  // The reference bounds these three groups' cpu (its other groups', and SPEC's core_*, it leaves open).
+  it("holds the server's, queue's and cache's cpu to the reference's bounds: requests 0.1 to 8, limits 0.1 to 16", () => {
+    const edges = { cpu: 0.1, cpu_limit: 16, queue_cpu: 8, queue_cpu_limit: 8, cache_cpu: 0.1, cache_cpu_limit: 0.1 };
+    expect(resourceSpecSchema.safeParse(edges).success).toBe(true);
+    const bad = resourceSpecSchema.safeParse({ cpu: 0.05, cpu_limit: 100, queue_cpu: 8.5, queue_cpu_limit: 17, cache_cpu: 9, cache_cpu_limit: 40 });
+    expect(paths(bad).sort()).toEqual(["cache_cpu", "cache_cpu_limit", "cpu", "cpu_limit", "queue_cpu", "queue_cpu_limit"]);
+    expect(bad.error!.issues.find((i) => i.path[0] === "cpu_limit")).toMatchObject({ code: "too_big", maximum: 16, inclusive: true });
+    expect(bad.error!.issues.find((i) => i.path[0] === "cpu")).toMatchObject({ code: "too_small", minimum: 0.1, inclusive: true });
+    // Groups the reference leaves open keep this service's own sanity bounds.
+    expect(resourceSpecSchema.safeParse({ core_cpu: 0.05, core_cpu_limit: 64, db_cpu: 32, db_cpu_limit: 64 }).success).toBe(true);
+  });
+
   it("keeps minimums at or below maximums and requests at or below limits", () => {
     const bad = resourceSpecSchema.safeParse({ min_scale: 5, max_scale: 2, queue_min_scale: 3, queue_max_scale: 1, cpu: 2, cpu_limit: 1, db_memory_mb: 4096, db_memory_limit_mb: 1024 });
     expect(paths(bad).sort()).toEqual(["cpu", "db_memory_mb", "min_scale", "queue_min_scale"]);

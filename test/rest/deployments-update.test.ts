@@ -207,7 +207,7 @@ describe("PATCH /v2/deployments/{id} refusals", () => {
     expect(body.status).toBe(422);
     expect(body.body.detail).toEqual([
       expect.objectContaining({ loc: ["body", "revision_source"], type: "enum" }),
-      expect.objectContaining({ loc: ["body", "source_config", "resource_spec", "cpu"], type: "greater_than" }),
+      expect.objectContaining({ loc: ["body", "source_config", "resource_spec", "cpu"], type: "greater_than_equal", ctx: { ge: 0.1 } }),
       expect.objectContaining({ loc: ["body", "source_config", "resource_spec", "memory_mb"], type: "int_parsing" }),
     ]);
     expect(await revisionIds(d.id)).toHaveLength(1);

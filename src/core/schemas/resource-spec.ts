@@ -24,6 +24,9 @@ export const MAX_INT32 = 2_147_483_647;
 
 /** cpu fields take decimals such as 0.1; memory and scale fields whole numbers. Bounds keep values sane. */
 const cpu = z.number().gt(0).max(512);
+/** The reference's bounds of the server's, the queue's and the cache's cpu: its answers must validate against them. */
+const cpuRequest = z.number().min(0.1).max(8);
+const cpuLimit = z.number().min(0.1).max(16);
 const memoryMb = z.number().int().min(1).max(4_194_304);
 const scale = z.number().int().min(0).max(1000);
 
@@ -112,18 +115,18 @@ export const resourceSpecSchema = z
   .object({
     min_scale: scale.nullish(),
     max_scale: scale.nullish(),
-    cpu: cpu.nullish(),
-    cpu_limit: cpu.nullish(),
+    cpu: cpuRequest.nullish(),
+    cpu_limit: cpuLimit.nullish(),
     memory_mb: memoryMb.nullish(),
     memory_limit_mb: memoryMb.nullish(),
     queue_min_scale: scale.nullish(),
     queue_max_scale: scale.nullish(),
-    queue_cpu: cpu.nullish(),
-    queue_cpu_limit: cpu.nullish(),
+    queue_cpu: cpuRequest.nullish(),
+    queue_cpu_limit: cpuLimit.nullish(),
     queue_memory_mb: memoryMb.nullish(),
     queue_memory_limit_mb: memoryMb.nullish(),
-    cache_cpu: cpu.nullish(),
-    cache_cpu_limit: cpu.nullish(),
+    cache_cpu: cpuRequest.nullish(),
+    cache_cpu_limit: cpuLimit.nullish(),
     cache_memory_mb: memoryMb.nullish(),
     cache_memory_limit_mb: memoryMb.nullish(),
     core_cpu: cpu.nullish(),
