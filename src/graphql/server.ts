@@ -311,8 +311,8 @@ export function maskError(error: unknown, message: string, isDev: boolean): Erro
       source: error.source,
       positions: error.positions,
       path: error.path,
-      // A refusal of the request itself (CSRF prevention's 403) is no mistake in its document or variables.
-      extensions: { ...error.extensions, code: error.extensions.http ? "BAD_REQUEST" : "BAD_USER_INPUT" },
+      // CSRF prevention's refusal (a 403 without a code) is of the request itself, not of its document or variables.
+      extensions: { ...error.extensions, code: (error.extensions.http as { status?: number } | undefined)?.status === 403 ? "BAD_REQUEST" : "BAD_USER_INPUT" },
     });
   }
   return yogaMaskError(error, message, isDev);
