@@ -238,6 +238,18 @@ describe("POST /v2/deployments", () => {
     const noName = await post({ source: "internal_container" });
     expect(noName.status).toBe(422);
     expect(noName.body.detail).toEqual([{ loc: ["body", "name"], type: "missing", msg: "Field required" }]);
+    // With the body's other problems, all at once (COMPAT), in the order of the fields.
+    const missing = { loc: ["body", "name"], type: "missing", msg: "Field required" };
+    const empty = await post({});
+    expect(empty.status).toBe(422);
+    expect(empty.body.detail).toEqual([missing, { loc: ["body", "source"], type: "missing", msg: "Field required" }]);
+    const twice = [{ name: "A", value: "v1v1v1" }, { name: "A", value: "v2v2v2" }];
+    const duplicated = await post({ source: "internal_container", secrets: twice });
+    expect(duplicated.status).toBe(422);
+    expect(duplicated.body.detail).toEqual([missing, expect.objectContaining({ loc: ["body", "secrets", 1, "name"] })]);
+    // An agent given, even a bad one, stands for the name.
+    const badAgent = await post({ source: "ftp", agent: { agent_id: "ok-agent", environment: "nowhere" } });
+    expect(badAgent.body.detail.map((d: { loc: unknown[] }) => d.loc)).toEqual([["body", "source"], ["body", "agent", "environment"]]);
 
     const res = await post({ source: "internal_container", agent: { agent_id: "support-bot", environment: "staging" } });
     expect(res.status).toBe(201);

@@ -14,19 +14,34 @@ import {
 
 export const deploymentNameSchema = z.string().min(1).max(128).regex(/^\S(.*\S)?$/);
 
-/** POST /v2/deployments. `name` is required unless `agent` is given (checked with the source rules). */
-export const deploymentCreateSchema = z.object({
-  name: deploymentNameSchema.nullish(),
-  // Through z.string() first so that an absent source reads "Field required" (type missing), not an enum error.
-  source: z.string().pipe(sourceSchema),
-  source_config: sourceConfigSchema.nullish(),
-  source_revision_config: sourceRevisionConfigSchema.nullish(),
-  secrets: secretsSchema.nullish(),
-  secret_references: secretReferencesSchema.nullish(),
-  agent: agentSchema.nullish(),
-  shareable: z.boolean().nullish(),
-  route_through_gateway: z.boolean().nullish(),
-});
+/**
+ * POST /v2/deployments. `name` is required unless `agent` is given: checked with the source rules
+ * (DeploymentService.create) once the body's fields are valid, or here, with the fields' problems.
+ */
+export const deploymentCreateSchema = z
+  .object({
+    name: deploymentNameSchema.nullish(),
+    // Through z.string() first so that an absent source reads "Field required" (type missing), not an enum error.
+    source: z.string().pipe(sourceSchema),
+    source_config: sourceConfigSchema.nullish(),
+    source_revision_config: sourceRevisionConfigSchema.nullish(),
+    secrets: secretsSchema.nullish(),
+    secret_references: secretReferencesSchema.nullish(),
+    agent: agentSchema.nullish(),
+    shareable: z.boolean().nullish(),
+    route_through_gateway: z.boolean().nullish(),
+  })
+  .superRefine(
+    ({ name, agent }, ctx) => {
+      // First, where pydantic reports a missing field: in the order of the fields, name being the first.
+      if (name == null && agent == null) {
+        ctx.issues.unshift({ code: "custom", path: ["name"], input: undefined, message: "Field required", params: { type: "missing" } });
+      }
+    },
+    // Only with other problems (else the service tells it with the source rules), and of an object: a
+    // body that is none is told so, and has no fields to read.
+    { when: ({ issues, value }) => issues.length > 0 && typeof value === "object" && value !== null && !Array.isArray(value) },
+  );
 export type DeploymentCreateInput = z.output<typeof deploymentCreateSchema>;
 
 /** POST /v2/deployments/{id}/revisions: the revision-relevant subset of an update. */
