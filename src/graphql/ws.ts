@@ -214,7 +214,7 @@ const TOO_MANY_FAILURES = 4429;
 
 /** An operation past its caller's rate: refused, the socket kept, with when to retry. */
 const rateLimited = (perMinute: number, retryAfterSeconds: number) =>
-  new GraphQLError(`Rate limit exceeded: at most ${perMinute} requests per minute. Retry after ${retryAfterSeconds} s.`, {
+  new GraphQLError(`Rate limit exceeded: ${perMinute} requests at once, then ${perMinute} a minute. Retry after ${retryAfterSeconds} s.`, {
     extensions: { code: "RATE_LIMITED", retryAfter: retryAfterSeconds },
   });
 

@@ -151,4 +151,4 @@ export class CallerLimits {
 
 /** What a 429 for spent failed authentications says. */
 export const authFailuresMessage = (perMinute: number, retryAfterSeconds: number) =>
-  `Too many failed authentications from this address: at most ${perMinute} a minute. Retry after ${retryAfterSeconds} s.`;
+  `Too many failed authentications from this address: ${perMinute} at once, then ${perMinute} a minute. Retry after ${retryAfterSeconds} s.`;

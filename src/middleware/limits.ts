@@ -53,7 +53,7 @@ export function rateLimit(limits: CallerLimits, auth: VerifiedCredentials): Midd
     if (!result.ok) {
       return refuse(c, {
         status: 429,
-        message: `Rate limit exceeded: at most ${limits.ratePerMinute} requests per minute. Retry after ${result.retryAfterSeconds} s.`,
+        message: `Rate limit exceeded: ${limits.ratePerMinute} requests at once, then ${limits.ratePerMinute} a minute. Retry after ${result.retryAfterSeconds} s.`,
         code: "RATE_LIMITED",
         retryAfterSeconds: result.retryAfterSeconds,
       });

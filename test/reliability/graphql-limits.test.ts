@@ -49,7 +49,7 @@ describe("past the caller's rate (RATE_LIMIT_PER_MINUTE), and past the body limi
     return ws.apiKey;
   }
 
-  const rateMessage = (retryAfter: string | null) => `Rate limit exceeded: at most 2 requests per minute. Retry after ${retryAfter} s.`;
+  const rateMessage = (retryAfter: string | null) => `Rate limit exceeded: 2 requests at once, then 2 a minute. Retry after ${retryAfter} s.`;
 
   it("POST /graphql: 429 with Retry-After and a RATE_LIMITED error carrying retryAfter, as application/json without an Accept", async () => {
     const key = await spentKey();
@@ -200,7 +200,7 @@ describe("past an address's failed authentications (AUTH_FAILURES_PER_MINUTE)", 
   });
   afterAll(() => t.close());
 
-  const message = (retryAfter: string | null) => `Too many failed authentications from this address: at most 2 a minute. Retry after ${retryAfter} s.`;
+  const message = (retryAfter: string | null) => `Too many failed authentications from this address: 2 at once, then 2 a minute. Retry after ${retryAfter} s.`;
 
   it("/graphql answers 429 with Retry-After and a RATE_LIMITED error, unauthenticated; REST keeps its {detail}", async () => {
     // app.fetch has no socket: every request here comes from one address.

@@ -159,7 +159,7 @@ describe("rate limit", () => {
     for (let i = 0; i < 5; i++) expect((await t.request("GET", "/v2/listeners", { key: a.apiKey })).status).toBe(200);
     const limited = await t.request("GET", "/v2/listeners", { key: a.apiKey });
     expect(limited.status).toBe(429);
-    expect(limited.body).toEqual({ detail: expect.stringContaining("5 requests per minute") });
+    expect(limited.body).toEqual({ detail: expect.stringContaining("5 requests at once, then 5 a minute") });
     // 5 per minute: the next token is 12 s away.
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(10);
     expect(Number(limited.headers.get("retry-after"))).toBeLessThanOrEqual(12);
