@@ -1,6 +1,6 @@
 import { Prisma } from "../generated/prisma/client.js";
 import type { PrismaClient } from "../db/client.js";
-import { TERMINAL_STATUSES } from "./revision-machine.js";
+import { REVISION_STATUSES, TERMINAL_STATUSES } from "./revision-machine.js";
 import type { Position } from "./pagination.js";
 import { levelsFrom, type LogFilter, type LogKind, type LogLevel } from "./schemas/logs.js";
 
@@ -29,6 +29,8 @@ export interface LogWindow {
 
 /** Statuses after which a revision's logs get no more lines (its last line is its final status). */
 export const CLOSED_STATUSES = [...TERMINAL_STATUSES];
+/** The others: a revision in one of these may still write lines. */
+const OPEN_STATUSES = REVISION_STATUSES.filter((s) => !TERMINAL_STATUSES.has(s));
 
 /** `%`, `_` and `\` of a searched text are literal, not LIKE wildcards. */
 export const likePattern = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
@@ -102,8 +104,10 @@ export async function deploymentWindow(
   const rows = await prisma.$queryRaw<(Row & { open: boolean })[]>`
     SELECT o.open, l.id, l."timestamp", l.level, l.message
     FROM deployments d
-    CROSS JOIN LATERAL (
-      SELECT EXISTS (SELECT 1 FROM revisions v WHERE v.deployment_id = d.id AND v.status <> ALL(${CLOSED_STATUSES}::text[])) AS open
+    -- Of this deployment (the parameter, not d.id: one look, not a subplan run per row or hashed
+    -- over every revision there is), among its unfinished revisions by (deployment_id, status).
+    CROSS JOIN (
+      SELECT EXISTS (SELECT 1 FROM revisions v WHERE v.deployment_id = ${at.deploymentId}::uuid AND v.status = ANY(${OPEN_STATUSES}::text[])) AS open
     ) o
     LEFT JOIN LATERAL (${linesOf(Prisma.sql`x.deployment_id = d.id`, kind, filter, window)}) l ON true
     WHERE d.id = ${at.deploymentId}::uuid AND d.workspace_id = ${at.workspaceId}::uuid

@@ -11,6 +11,12 @@ import type { DomainEvent } from "../events/types.js";
 import { Prisma, type Revision } from "../generated/prisma/client.js";
 import type { BuildFindings, StepOutcome } from "./runtime.js";
 
+/**
+ * Another revision of the deployment in flight (building or deploying), which a queued one waits
+ * for; found among the deployment's few unfinished revisions by their status, not its whole history.
+ */
+export const inFlightAhead = (tx: Tx, queued: Pick<Revision, "id" | "deploymentId">): Promise<Revision | null> =>
+  tx.revision.findFirst({ where: { deploymentId: queued.deploymentId, status: { in: [...IN_FLIGHT_STATUSES] }, id: { not: queued.id } } });
 
 /** What became of a leased step. */
 export type StepResult = "committed" | "skipped" | "waiting" | "lost";
@@ -126,9 +132,7 @@ export class Steps {
       if (newer > 0) return { kind: "skip", current };
     }
     if (status === "QUEUED" && (outcome === null || outcome.ok)) {
-      const blocker = await tx.revision.findFirst({
-        where: { deploymentId: current.deploymentId, id: { not: current.id }, status: { in: [...IN_FLIGHT_STATUSES] } },
-      });
+      const blocker = await inFlightAhead(tx, current);
       if (blocker) return { kind: "wait", current, blocker };
     }
     return { kind: "go", current };

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { DeletionSweeper } from "../../src/core/deletion-sweep.js";
 import { Leases } from "../../src/pipeline/leases.js";
+import { inFlightAhead } from "../../src/pipeline/steps.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { storeToken } from "../support/oauth.js";
 import { LIST_QUERY, NESTED_QUERY } from "../../bench/lib/queries.js";
@@ -303,6 +304,38 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
       expect(plan.indexes, `${name}: a whole workspace's revisions read`).not.toContain("revisions_workspace_id_idx");
       expect(plan.indexes, `${name}: the log's index`).toContain("revision_events_revision_id_id_idx");
     }
+  });
+
+  it("a deployment's unfinished revisions are found by their status, not by reading all its history", async () => {
+    // Whether a deployment's log may still grow (every poll of its deploy logs), which older revisions
+    // a new one supersedes, and whether one is in flight ahead of a queued one: each asks after the few
+    // revisions still moving, of a deployment that may hold thousands that ended (and the log poll
+    // read every revision of every workspace, correlated per row).
+    const logs = await plansOf("POST", `/v1/projects/${ids.deployment}/deploy_logs`, {});
+    expectIndexed(logs, "the deploy logs of a deployment");
+    expect(logs.flatMap((p) => p.indexes)).toContain("revisions_deployment_id_status_idx");
+
+    const unfinished = /"status" (= ANY|IN)|status = ANY/;
+    const created = recordSql();
+    try {
+      const body = { source_revision_config: { image_uri: "registry.example.com/a/plan-b:2" } };
+      const res = await t.request("POST", `/v2/deployments/${ids.other}/revisions`, { key: ws.apiKey, body });
+      expect(res.status, res.text).toBe(201);
+    } finally {
+      created.restore();
+    }
+    const superseding = await explain(created.statements.filter((s) => unfinished.test(s.text)));
+    expect(superseding.flatMap((p) => p.indexes)).toContain("revisions_deployment_id_status_idx");
+
+    const gate = recordSql();
+    try {
+      const queued = await t.app.db.prisma.revision.findFirstOrThrow({ where: { deploymentId: ids.other }, orderBy: { createdAt: "desc" } });
+      await t.app.db.prisma.$transaction((tx) => inFlightAhead(tx, queued));
+    } finally {
+      gate.restore();
+    }
+    const blocker = await explain(gate.statements.filter((s) => unfinished.test(s.text)));
+    expect(blocker.flatMap((p) => p.indexes)).toContain("revisions_deployment_id_status_idx");
   });
 
   it("the pipeline worker's claim of due steps, its sweep of deletions left half done, and a subscription's read of a revision's log", async () => {
