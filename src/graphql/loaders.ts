@@ -19,6 +19,13 @@ import type {
 } from "../generated/prisma/client.js";
 
 /**
+ * The most repositories one operation reads (CodehostInstallation.repositories): five installations
+ * holding as many as one may (MAX_REPOSITORIES), or a page of a hundred holding 250 each. The cost
+ * limit counts a list as ten items, and cannot know how long these are.
+ */
+export const REPOSITORIES_PER_OPERATION = 25_000;
+
+/**
  * Every batch is one core call, one SQL statement: N parents cost the same as one. Each loader is
  * made when first used: most operations use one or two, and a subscription gets fresh loaders for
  * every event it sends.
@@ -42,6 +49,8 @@ export class Loaders {
   private revisionCounts: Map<string, DataLoader<string, number>> | null = null;
   private logPages: Map<string, DataLoader<string, KeysetPage<LogLine>>> | null = null;
   private logCounts: Map<string, DataLoader<string, number>> | null = null;
+  /** Repositories read by this operation so far (REPOSITORIES_PER_OPERATION): kept across clearAll. */
+  private repositoriesRead = 0;
 
   constructor(
     private readonly core: Core,
@@ -94,9 +103,13 @@ export class Loaders {
   get oauthFlow() {
     return (this.made.oauthFlow ??= this.byIds((t, ids) => this.core.oauthFlows.byIds(t, ids)));
   }
-  /** Each installation's repositories. */
+  /** Each installation's repositories, at most REPOSITORIES_PER_OPERATION in all (read in one batch or several). */
   get repositories() {
-    return (this.made.repositories ??= new DataLoader<string, CodehostRepository[]>((ids) => this.core.repositories.byInstallations(this.tenant, ids)));
+    return (this.made.repositories ??= new DataLoader<string, CodehostRepository[]>(async (ids) => {
+      const lists = await this.core.repositories.byInstallations(this.tenant, ids, REPOSITORIES_PER_OPERATION - this.repositoriesRead);
+      this.repositoriesRead += lists.reduce((sum, list) => sum + list.length, 0);
+      return lists;
+    }));
   }
 
   /** The revision page of each deployment for one set of arguments (`probe`: see RevisionPages.pages). */

@@ -1,4 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { REPOSITORIES_PER_OPERATION } from "../../src/graphql/loaders.js";
+import { tenantOf } from "../support/fixtures.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { gql, globalId, gqlOk } from "../graphql/support.js";
@@ -54,6 +56,38 @@ describe("an installation's repositories", () => {
     );
     expect(set.codehostInstallationRepositoriesSet).toEqual({ codehostInstallation: { repositories: [] }, userErrors: [] });
     expect((await t.request("GET", `/v1/integrations/codehost/${id}/repos`, { key: ws.apiKey })).body).toEqual([]);
+  });
+
+  // Installations may hold 5,000 repositories each, and GraphQL's cost counts a list as 10 items: an
+  // operation reading the repositories of a page of installations is bounded by what it reads.
+  it("are read by GraphQL at most REPOSITORIES_PER_OPERATION an operation, refused beyond, never cut short", async () => {
+    const mine = await t.workspace();
+    const ids: string[] = [];
+    for (const [n, count] of [[41, 2], [42, 3]] as const) {
+      const repositories = Array.from({ length: count }, (_, i) => repo(i + 1, `org${n}`, `r${i}`));
+      const res = await t.request("POST", FORGE, { key: mine.apiKey, body: { installation_id: n, name: `org${n}`, repositories } });
+      expect(res.status, res.text).toBe(201);
+      ids.push(res.body.id);
+    }
+    const tenant = await tenantOf(t, mine.apiKey);
+    const lists = await t.app.core.repositories.byInstallations(tenant, ids, 5);
+    expect(lists.map((l) => l.map((r) => r.name))).toEqual([["r0", "r1"], ["r0", "r1", "r2"]]);
+    await expect(t.app.core.repositories.byInstallations(tenant, ids, 4)).rejects.toMatchObject({ code: "BAD_REQUEST" });
+
+    const query = `{ codehostInstallations(first: 10) { edges { node { name repositories { name } } } } }`;
+    const original = t.app.core.repositories.byInstallations.bind(t.app.core.repositories);
+    const read = vi.spyOn(t.app.core.repositories, "byInstallations");
+    try {
+      expect((await gqlOk(t, mine.apiKey, query)).codehostInstallations.edges).toHaveLength(2);
+      expect(read).toHaveBeenCalledWith(expect.anything(), expect.any(Array), REPOSITORIES_PER_OPERATION);
+      // As if the ceiling were 4: the whole page is refused, with what to do.
+      read.mockImplementation((tn, wanted) => original(tn, wanted, 4));
+      const refused = await gql(t, mine.apiKey, query);
+      expect(refused.data).toBeNull();
+      expect(refused.errors?.[0]).toMatchObject({ message: expect.stringMatching(/more than 4 repositories.*fewer installations/), extensions: { code: "BAD_REQUEST" } });
+    } finally {
+      read.mockRestore();
+    }
   });
 
   it("validates the list at once, and answers 404 for an installation that is not the workspace's", async () => {

@@ -2,6 +2,7 @@ import type { CodehostInstallation } from "../../core/installations.js";
 import { builder } from "../builder.js";
 import { mutate, type UserError, UserErrorType } from "../errors.js";
 import { toRestBody } from "../input-names.js";
+import { REPOSITORIES_PER_OPERATION } from "../loaders.js";
 import { registerNode, requireId } from "../nodes.js";
 import { connection, PAGE_ARGS_DESCRIPTION, pageComplexity } from "../paging.js";
 import { RepositorySelectionEnum } from "./enums.js";
@@ -33,7 +34,7 @@ builder.node(InstallationRef, {
     settingsUrl: t.exposeString("settingsUrl", { nullable: true, description: "Where repository access is edited at the provider." }),
     repositories: t.field({
       type: [RepositoryRef],
-      description: "The repositories registered with the installation, by owner and name.",
+      description: `The repositories registered with the installation, by owner and name. One operation reads at most ${REPOSITORIES_PER_OPERATION.toLocaleString("en")} of them, of all the installations it shows: more is refused (BAD_REQUEST), never cut short.`,
       resolve: (i, _args, ctx) => ctx.loaders.repositories.load(i.id),
     }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
