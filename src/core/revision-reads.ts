@@ -116,16 +116,15 @@ export interface RevisionLogEntry {
 /*
  * A deployment's log entries are written under its row lock (revision creation and every transition
  * take it), so their ids grow in commit order: the entries after the last one seen are exactly what
- * committed since, whatever notifications were lost. Read per revision of the deployment, through the
- * (revision_id, id) index of revision_events (a lateral read each, so that no plan walks the whole
- * log from the last id seen instead). The workspace is checked on the deployment's row (its primary
- * key), never on the revisions': a generic plan could read the whole workspace's revisions.
+ * committed since, whatever notifications were lost. Read through the deployment's own (deployment_id,
+ * id) index of revision_events: what is new, not every revision the deployment ever had. The
+ * workspace is checked on the deployment's row (its primary key), never on the revisions': a generic
+ * plan could read the whole workspace's revisions.
  */
 const LAST_ENTRY = statement(
   "deployment_last_revision_event",
-  `SELECT max(last.id)::text AS "eventId" FROM deployments d
-   JOIN revisions r ON r.deployment_id = d.id
-   CROSS JOIN LATERAL (SELECT e.id FROM revision_events e WHERE e.revision_id = r.id ORDER BY e.id DESC LIMIT 1) last
+  `SELECT (SELECT e.id FROM revision_events e WHERE e.deployment_id = d.id ORDER BY e.id DESC LIMIT 1)::text AS "eventId"
+   FROM deployments d
    WHERE d.id = $2::uuid AND d.workspace_id = $1::uuid`,
 );
 
@@ -133,14 +132,13 @@ const ENTRIES_SINCE = statement(
   "deployment_revision_events_since",
   `SELECT e.id::text AS "eventId", e.from_status AS "fromStatus", e.to_status AS "toStatus", ${columns("r")}
    FROM deployments d
-   JOIN revisions r ON r.deployment_id = d.id
    CROSS JOIN LATERAL (
-     SELECT e.id, e.from_status, e.to_status FROM revision_events e
-     WHERE e.revision_id = r.id AND e.id > $3::bigint ORDER BY e.id LIMIT $4
+     SELECT e.id, e.revision_id, e.from_status, e.to_status FROM revision_events e
+     WHERE e.deployment_id = d.id AND e.id > $3::bigint ORDER BY e.id LIMIT $4
    ) e
+   JOIN revisions r ON r.id = e.revision_id
    WHERE d.id = $2::uuid AND d.workspace_id = $1::uuid
-   ORDER BY e.id
-   LIMIT $4`,
+   ORDER BY e.id`,
 );
 
 /** The id of the newest entry of the deployment's revision event log (0 for none): one prepared statement. */

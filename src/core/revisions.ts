@@ -109,7 +109,7 @@ export class RevisionService {
       },
     });
     await tx.revisionEvent.create({
-      data: { revisionId: revision.id, fromStatus: null, toStatus: "CREATING", message: CREATED_MESSAGE, at: now },
+      data: { revisionId: revision.id, deploymentId: revision.deploymentId, fromStatus: null, toStatus: "CREATING", message: CREATED_MESSAGE, at: now },
     });
     // Older revisions that have not started building are SKIPPED in this same transaction.
     const skipped = await skipSuperseded(tx, revision);

@@ -110,7 +110,7 @@ export async function transitionInTx(tx: Tx, req: TransitionRequest): Promise<Tr
     },
   });
   if (count === 0) throw new CoreError("CONFLICT", `revision ${current.id} changed concurrently`);
-  await tx.revisionEvent.create({ data: { revisionId: current.id, fromStatus: from, toStatus: next.to, message } });
+  await tx.revisionEvent.create({ data: { revisionId: current.id, deploymentId: current.deploymentId, fromStatus: from, toStatus: next.to, message } });
   // Its line in the revision's log (a final status's line is the log's last), told with revision.status.
   await appendLines(tx, current.id, [statusLine(routeFor(current.source), from, next.to, message)], []);
   if (terminal) await trimRevisionLogs(tx, current.id);

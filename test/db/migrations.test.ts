@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -378,7 +378,55 @@ describe.each(targets)("migrations on an empty $name database", (target) => {
   }, 180_000);
 });
 
+/**
+ * Inserts a row with `values`, filling every other column that needs one (NOT NULL, no default) with a
+ * value of its type: rows as a migration of the past found them, without the code of then.
+ */
+async function insertFilled(sql: Sql, table: string, values: Record<string, unknown>): Promise<void> {
+  const required = await sql.query<{ column_name: string; data_type: string }>(
+    `SELECT column_name, data_type FROM information_schema.columns
+     WHERE table_schema = current_schema() AND table_name = $1 AND is_nullable = 'NO' AND column_default IS NULL`,
+    [table],
+  );
+  const filler = (type: string): unknown =>
+    type === "uuid"
+      ? randomUUID()
+      : type.startsWith("timestamp")
+        ? new Date().toISOString()
+        : ({ boolean: false, integer: 0, bigint: 0, jsonb: "{}", ARRAY: "{}" }[type] ?? "x");
+  const row = { ...Object.fromEntries(required.map((c) => [c.column_name, filler(c.data_type)])), ...values };
+  const columns = Object.keys(row);
+  await sql.query(`INSERT INTO ${table} (${columns.map((c) => `"${c}"`).join(", ")}) VALUES (${columns.map((_, i) => `$${i + 1}`).join(", ")})`, Object.values(row));
+}
+
 describe.each(targets)("data migrations on a $name database", (target) => {
+  it("gives the revision events stored before 20261129060000 their revision's deployment", async () => {
+    const { db: fresh, drop } = await target.open();
+    try {
+      const all = await readMigrations();
+      const at = all.findIndex((m) => m.name === "20261129060000_revision_events_by_deployment");
+      expect(at).toBeGreaterThan(0);
+      await migrate(fresh.sql, all.slice(0, at));
+      const [org, ws, d1, d2, r1, r2, r3] = ["10", "20", "31", "32", "41", "42", "43"].map((n) => `00000000-0000-0000-0000-0000000000${n}`);
+      await insertFilled(fresh.sql, "organizations", { id: org });
+      await insertFilled(fresh.sql, "workspaces", { id: ws, organization_id: org });
+      for (const [d, name] of [[d1, "one"], [d2, "two"]]) await insertFilled(fresh.sql, "deployments", { id: d, workspace_id: ws, name });
+      for (const [r, d] of [[r1, d1], [r2, d1], [r3, d2]]) {
+        await insertFilled(fresh.sql, "revisions", { id: r, workspace_id: ws, deployment_id: d });
+        await insertFilled(fresh.sql, "revision_events", { revision_id: r, to_status: "CREATING" });
+      }
+      expect(await migrate(fresh.sql)).toEqual(all.slice(at).map((m) => m.name));
+      const events = await fresh.sql.query(`SELECT revision_id::text AS revision, deployment_id::text AS deployment FROM revision_events ORDER BY id`);
+      expect(events).toEqual([
+        { revision: r1, deployment: d1 },
+        { revision: r2, deployment: d1 },
+        { revision: r3, deployment: d2 },
+      ]);
+    } finally {
+      await drop();
+    }
+  }, 180_000);
+
   it("gives the OAuth flows and tokens stored before 20261129040000 their provider's endpoints of then", async () => {
     const { db: fresh, drop } = await target.open();
     try {
@@ -387,27 +435,16 @@ describe.each(targets)("data migrations on a $name database", (target) => {
       expect(at).toBeGreaterThan(0);
       await migrate(fresh.sql, all.slice(0, at));
       const [org, ws, provider, bare] = ["10", "20", "30", "31"].map((n) => `00000000-0000-0000-0000-0000000000${n}`);
-      await fresh.sql.query(`INSERT INTO organizations (id, name) VALUES ($1, 'o')`, [org]);
-      await fresh.sql.query(`INSERT INTO workspaces (id, organization_id, name) VALUES ($1, $2, 'w')`, [ws, org]);
-      const addProvider = (id: string, slug: string, revocation: string | null) =>
-        fresh.sql.query(
-          `INSERT INTO oauth_providers (id, workspace_id, organization_id, provider_id, name, client_id, auth_url, token_url, revocation_url, updated_at)
-           VALUES ($1, $2, $3, $4, $4, 'client', 'https://${slug}.example/auth', 'https://${slug}.example/token', $5, now())`,
-          [id, ws, org, slug, revocation],
-        );
-      await addProvider(provider!, "idp", "https://idp.example/revoke");
-      await addProvider(bare!, "bare", null);
-      for (const [id, p] of [provider, bare].entries()) {
-        await fresh.sql.query(
-          `INSERT INTO oauth_tokens (id, workspace_id, oauth_provider_id, provider_id, owner, access_token, updated_at)
-           VALUES ($1, $2, $3, 'p', 'user:a', 'sealed', now())`,
-          [`00000000-0000-0000-0000-00000000004${id}`, ws, p],
-        );
-        await fresh.sql.query(
-          `INSERT INTO oauth_flows (id, workspace_id, oauth_provider_id, owner, state_hash, redirect_uri, status, expires_at, updated_at)
-           VALUES ($1, $2, $3, 'user:a', $4, 'https://dcp.example/cb', 'pending', now(), now())`,
-          [`00000000-0000-0000-0000-00000000005${id}`, ws, p, `state-${id}`],
-        );
+      await insertFilled(fresh.sql, "organizations", { id: org });
+      await insertFilled(fresh.sql, "workspaces", { id: ws, organization_id: org });
+      for (const [id, slug, revocation] of [[provider, "idp", "https://idp.example/revoke"], [bare, "bare", null]] as const) {
+        await insertFilled(fresh.sql, "oauth_providers", {
+          id, workspace_id: ws, organization_id: org, provider_id: slug, token_url: `https://${slug}.example/token`, revocation_url: revocation,
+        });
+      }
+      for (const [n, p] of [provider, bare].entries()) {
+        await insertFilled(fresh.sql, "oauth_tokens", { workspace_id: ws, oauth_provider_id: p });
+        await insertFilled(fresh.sql, "oauth_flows", { workspace_id: ws, oauth_provider_id: p, state_hash: `state-${n}` });
       }
       expect(await migrate(fresh.sql)).toEqual(all.slice(at).map((m) => m.name));
       const kept = (table: string) =>
