@@ -115,8 +115,8 @@ runMain(async () => {
          SELECT gen_random_uuid(), w.id, w.organization_id, 'github', 'GitHub', 'bench', 'https://github.example/a', 'https://github.example/t', now()
          FROM workspaces w WHERE w.id = $1::uuid RETURNING id, workspace_id
        )
-       INSERT INTO oauth_tokens (id, workspace_id, oauth_provider_id, provider_id, owner, access_token, updated_at)
-       SELECT gen_random_uuid(), p.workspace_id, p.id, 'github', 'api_key:' || k.id, 'v1.00000000.AAAA', now()
+       INSERT INTO oauth_tokens (id, workspace_id, oauth_provider_id, provider_id, owner, access_token, token_url, updated_at)
+       SELECT gen_random_uuid(), p.workspace_id, p.id, 'github', 'api_key:' || k.id, 'v1.00000000.AAAA', 'https://github.example/t', now()
        FROM p JOIN api_keys k ON k.workspace_id = p.workspace_id RETURNING id`,
       [ws!.workspace_id],
     );

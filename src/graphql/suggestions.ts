@@ -9,7 +9,8 @@ const HIDDEN = "[Suggestion hidden]";
  * Keeps graphql-js's suggestions out of every error, for production, where introspection is off: a
  * suggestion tells the schema all the same, a name at a time. graphql-armor's hides field names in
  * validation only; enum values, input fields and arguments are suggested too, and variables' errors
- * (told by execution, or by subscribe) carry them as well.
+ * (told by execution, or by subscribe) carry them as well. graphql-ws subscribes outside the plugins
+ * (ws.ts), and hides them with withoutSuggestion there.
  */
 export function useHiddenSuggestions(): Plugin {
   return {
@@ -23,12 +24,12 @@ export function useHiddenSuggestions(): Plugin {
 
 const suggests = (error: Error) => error instanceof GraphQLError && error.message.includes("Did you mean ");
 
-function withoutSuggestions(result: ExecutionResult): ExecutionResult {
+export function withoutSuggestions(result: ExecutionResult): ExecutionResult {
   return result.errors?.some(suggests) ? { ...result, errors: result.errors.map(withoutSuggestion) } : result;
 }
 
 /** A new error (those of validation are cached, and shared with development's tests of the same text). */
-function withoutSuggestion<E extends Error>(error: E): E | GraphQLError {
+export function withoutSuggestion<E extends Error>(error: E): E | GraphQLError {
   if (!(error instanceof GraphQLError) || !suggests(error)) return error;
   return new GraphQLError(error.message.replace(SUGGESTION, HIDDEN), {
     nodes: error.nodes,

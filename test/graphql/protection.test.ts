@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { waitFor } from "../support/wait.js";
+import { type Received, subscribeWs, wsClient } from "./live.js";
 import { globalId, gql } from "./support.js";
 
 let dev: TestApp;
@@ -73,6 +74,29 @@ describe("errors", () => {
       const res = await gql(dev, devWs.apiKey, query, query.includes("$n") ? { n: "ten" } : undefined);
       expect(res.errors?.length, query).toBeGreaterThan(0);
       for (const e of res.errors!) expect(e.extensions?.code, `${query}: ${e.message}`).toEqual(expect.any(String));
+    }
+  });
+
+  it("hides suggestions in production over graphql-ws too, a subscription's variables included", async () => {
+    const url = await prod.app.start();
+    const client = wsClient(url, prodWs.apiKey);
+    try {
+      for (const [query, variables] of [
+        [`subscription($k: LogKind!) { revisionLogAppended(revisionId: "x", kind: $k) { message } }`, { k: "BUIL" }],
+        [`subscription { revisionLogAppended(revisionId: "x", kind: BUIL) { message } }`, {}],
+        [`query($f: DeploymentFilter) { deployments(filter: $f) { totalCount } }`, { f: { status: "READ" } }],
+      ] as const) {
+        const sub = subscribeWs(client, query, variables);
+        const errors = await sub.done.then(
+          () => sub.messages.flatMap((m) => m.errors ?? []),
+          (errs: Received["errors"]) => errs,
+        );
+        const messages = (errors ?? []).map((e) => e.message).join("\n");
+        expect(messages, query).toMatch(/does not exist in "(LogKind|DeploymentStatus)" enum/);
+        expect(messages, query).not.toContain("Did you mean");
+      }
+    } finally {
+      await client.dispose();
     }
   });
 
