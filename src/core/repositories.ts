@@ -3,7 +3,7 @@ import type { CodehostRepository } from "../generated/prisma/client.js";
 import type { Tenant } from "./auth.js";
 import { groupedInOrder } from "./batch-reads.js";
 import type { CoreDeps } from "./context.js";
-import { CoreError, notFound } from "./errors.js";
+import { notFound } from "./errors.js";
 import { parseInput } from "./validation.js";
 
 export type { CodehostRepository };
@@ -63,23 +63,17 @@ export class RepositoryService {
   }
 
   /**
-   * The repositories of many installations at once (GraphQL), each list by owner and name: at most
-   * `atMost` in all, or none (a BAD_REQUEST), never a list cut short. Installations hold up to
+   * The repositories of many installations at once (GraphQL), each list by owner and name; null when
+   * they hold more than `atMost` in all (none are read past it). Installations hold up to
    * MAX_REPOSITORIES each, and a page of a hundred of them would be half a million rows.
    */
-  async byInstallations(tenant: Tenant, integrationIds: readonly string[], atMost: number): Promise<CodehostRepository[][]> {
+  async byInstallations(tenant: Tenant, integrationIds: readonly string[], atMost: number): Promise<CodehostRepository[][] | null> {
     const rows = await this.deps.data(tenant).codehostRepository.findMany({
       where: { integrationId: { in: [...integrationIds] } },
       orderBy: byOwnerAndName,
       take: atMost + 1,
     });
-    if (rows.length > atMost) {
-      throw new CoreError(
-        "BAD_REQUEST",
-        `These installations hold more than ${atMost} repositories in all, more than one operation reads: ask for the repositories of fewer installations at once (codehostInstallations(first: …)).`,
-      );
-    }
-    return groupedInOrder(integrationIds, rows, (row) => row.integrationId);
+    return rows.length > atMost ? null : groupedInOrder(integrationIds, rows, (row) => row.integrationId);
   }
 
   /**

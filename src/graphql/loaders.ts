@@ -1,5 +1,6 @@
 import DataLoader from "dataloader";
 import type { Tenant } from "../core/auth.js";
+import { CoreError } from "../core/errors.js";
 import type { Core } from "../core/index.js";
 import type { LogLine } from "../core/logs.js";
 import type { KeysetArgs, KeysetPage } from "../core/pagination.js";
@@ -49,8 +50,8 @@ export class Loaders {
   private revisionCounts: Map<string, DataLoader<string, number>> | null = null;
   private logPages: Map<string, DataLoader<string, KeysetPage<LogLine>>> | null = null;
   private logCounts: Map<string, DataLoader<string, number>> | null = null;
-  /** Repositories read by this operation so far (REPOSITORIES_PER_OPERATION): kept across clearAll. */
-  private repositoriesRead = 0;
+  /** Repositories read by this operation so far, once its batches before have read (REPOSITORIES_PER_OPERATION): kept across clearAll. */
+  private repositoriesRead: Promise<number> = Promise.resolve(0);
 
   constructor(
     private readonly core: Core,
@@ -103,12 +104,26 @@ export class Loaders {
   get oauthFlow() {
     return (this.made.oauthFlow ??= this.byIds((t, ids) => this.core.oauthFlows.byIds(t, ids)));
   }
-  /** Each installation's repositories, at most REPOSITORIES_PER_OPERATION in all (read in one batch or several). */
+  /**
+   * Each installation's repositories, at most REPOSITORIES_PER_OPERATION in all: an operation's
+   * batches (aliased pages, nodes) read one after another, each within what the ones before left.
+   */
   get repositories() {
-    return (this.made.repositories ??= new DataLoader<string, CodehostRepository[]>(async (ids) => {
-      const lists = await this.core.repositories.byInstallations(this.tenant, ids, REPOSITORIES_PER_OPERATION - this.repositoriesRead);
-      this.repositoriesRead += lists.reduce((sum, list) => sum + list.length, 0);
-      return lists;
+    return (this.made.repositories ??= new DataLoader<string, CodehostRepository[]>((ids) => {
+      const before = this.repositoriesRead;
+      const read = before.then(async (sofar) => {
+        const lists = await this.core.repositories.byInstallations(this.tenant, ids, REPOSITORIES_PER_OPERATION - sofar);
+        if (lists === null) {
+          throw new CoreError(
+            "BAD_REQUEST",
+            `This operation asks for more than ${REPOSITORIES_PER_OPERATION.toLocaleString("en")} repositories of code-host installations: ask for those of fewer installations at once (codehostInstallations(first: …)).`,
+          );
+        }
+        return { lists, sofar: sofar + lists.reduce((sum, list) => sum + list.length, 0) };
+      });
+      // A refused batch reads nothing: those after it have what it left.
+      this.repositoriesRead = read.then(({ sofar }) => sofar, () => before);
+      return read.then(({ lists }) => lists);
     }));
   }
 
