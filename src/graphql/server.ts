@@ -16,7 +16,7 @@ import { schema } from "./types/index.js";
 import { useCompiledQueries } from "./jit.js";
 import { useComplexityLimit } from "./complexity-limit.js";
 import { useNestingLimit } from "./nesting-limit.js";
-import { useHiddenSuggestions } from "./suggestions.js";
+import { useHiddenSuggestions, withoutSuggestion } from "./suggestions.js";
 import { useUnconditionalSubscriptionRoots } from "./subscription-root.js";
 import { jsonBytes } from "./answer-bytes.js";
 import { useAuthenticationFirst } from "./authenticate.js";
@@ -297,25 +297,30 @@ export function maskError(error: unknown, message: string, isDev: boolean): Erro
       ? new GraphQLError(mapped.message, { nodes: error.nodes, path: error.path, extensions: mapped.extensions })
       : mapped;
   }
-  if (error instanceof GraphQLError && isOwnGraphQLError(error)) {
-    // yoga's refusal of a body that is not JSON carries JSON.parse's message, which quotes the body
-    // (a secret left unquoted, say): told as REST tells it (jsonFault), without the text. (yoga
-    // answers an application/json client 400 rather than 200 by this originalError: it stays.)
-    const parseFault = error.extensions.originalError as { name?: unknown } | undefined;
-    if (parseFault?.name === "SyntaxError") {
-      return new GraphQLError(error.message, { extensions: { ...error.extensions, originalError: { name: "SyntaxError", message: jsonFault(parseFault).error } } });
-    }
-    if (error.extensions.code) return error;
-    return new GraphQLError(error.message, {
-      nodes: error.nodes,
-      source: error.source,
-      positions: error.positions,
-      path: error.path,
-      // CSRF prevention's refusal (a 403 without a code) is of the request itself, not of its document or variables.
-      extensions: { ...error.extensions, code: (error.extensions.http as { status?: number } | undefined)?.status === 403 ? "BAD_REQUEST" : "BAD_USER_INPUT" },
-    });
-  }
+  // Production hides suggestions: variables' errors (execution's, subscribe's) are hidden here,
+  // validation's by useHiddenSuggestions.
+  if (error instanceof GraphQLError && isOwnGraphQLError(error)) return withCode(isDev ? error : withoutSuggestion(error));
   return yogaMaskError(error, message, isDev);
+}
+
+/** A GraphQL error of the service's own, with the code it lacks. */
+function withCode(error: GraphQLError): GraphQLError {
+  // yoga's refusal of a body that is not JSON carries JSON.parse's message, which quotes the body
+  // (a secret left unquoted, say): told as REST tells it (jsonFault), without the text. (yoga
+  // answers an application/json client 400 rather than 200 by this originalError: it stays.)
+  const parseFault = error.extensions.originalError as { name?: unknown } | undefined;
+  if (parseFault?.name === "SyntaxError") {
+    return new GraphQLError(error.message, { extensions: { ...error.extensions, originalError: { name: "SyntaxError", message: jsonFault(parseFault).error } } });
+  }
+  if (error.extensions.code) return error;
+  return new GraphQLError(error.message, {
+    nodes: error.nodes,
+    source: error.source,
+    positions: error.positions,
+    path: error.path,
+    // CSRF prevention's refusal (a 403 without a code) is of the request itself, not of its document or variables.
+    extensions: { ...error.extensions, code: (error.extensions.http as { status?: number } | undefined)?.status === 403 ? "BAD_REQUEST" : "BAD_USER_INPUT" },
+  });
 }
 
 /** A GraphQL error raised on purpose (by graphql-js, a scalar, Pothos), not a wrapped crash. */

@@ -12,7 +12,6 @@ import type { Logger } from "../logger.js";
 import { redactSecrets } from "./redact.js";
 import { GRAPHQL_PATH, type GraphQLServer, logAnsweredError, maskError, MASKED_ERROR_MESSAGE } from "./server.js";
 import { subscribeShared } from "./shared-execution.js";
-import { withoutSuggestion } from "./suggestions.js";
 import { countedOpen, operationLabel } from "./observe.js";
 import type { Metrics } from "../middleware/metrics.js";
 import { authFailuresMessage, type CallerLimits, rateLimitKey } from "../middleware/caller-limits.js";
@@ -67,9 +66,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
   const callers = new WeakMap<object, string>();
   /** Each socket's client address: where a failed authentication of one of its operations counts. */
   const addresses = new WeakMap<object, string>();
-  // Subscriptions are subscribed here, outside yoga's plugins: production's hiding of suggestions too.
-  const hideSuggestion = (error: GraphQLError) => (production ? withoutSuggestion(error) : error);
-  const mask = (error: GraphQLError) => hideSuggestion(maskedError(error, production, logger));
+  const mask = (error: GraphQLError) => maskedError(error, production, logger);
   const disposable = useServer(
     {
       isProd: production,
@@ -125,7 +122,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
       },
       // A stream that fails mid-way (its database read failed) ends with an error message: masked
       // too. Errors without an original (validation) are sent as they are, but for extensions.http.
-      onError: (_ctx, _id, _payload, errors) => errors.map((e) => withoutHttp(e.originalError ? mask(e) : hideSuggestion(e))),
+      onError: (_ctx, _id, _payload, errors) => errors.map((e) => withoutHttp(e.originalError ? mask(e) : e)),
       onSubscribe: async (ctx, _id, payload) => {
         const taken = limits.request(callers.get(ctx.extra.socket) ?? "");
         if (!taken.ok) return [rateLimited(limits.ratePerMinute, taken.retryAfterSeconds)];
