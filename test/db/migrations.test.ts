@@ -399,24 +399,45 @@ async function insertFilled(sql: Sql, table: string, values: Record<string, unkn
   await sql.query(`INSERT INTO ${table} (${columns.map((c) => `"${c}"`).join(", ")}) VALUES (${columns.map((_, i) => `$${i + 1}`).join(", ")})`, Object.values(row));
 }
 
+/** Ids of the rows the data-migration tests store (uuids ending in `n`). */
+const idOf = (n: number) => `00000000-0000-0000-0000-${String(n).padStart(12, "0")}`;
+const ORG = idOf(10);
+const WORKSPACE = idOf(20);
+
+/**
+ * A fresh database migrated up to `name`, not including it, where `seed` stores rows as they were
+ * then (in workspace WORKSPACE); then `name` and what follows, applied over them.
+ */
+async function acrossMigration(target: (typeof targets)[number], name: string, seed: (sql: Sql) => Promise<void>): Promise<{ sql: Sql; drop: () => Promise<void> }> {
+  const { db, drop } = await target.open();
+  try {
+    const all = await readMigrations();
+    const at = all.findIndex((m) => m.name === name);
+    expect(at, name).toBeGreaterThan(0);
+    await migrate(db.sql, all.slice(0, at));
+    await insertFilled(db.sql, "organizations", { id: ORG });
+    await insertFilled(db.sql, "workspaces", { id: WORKSPACE, organization_id: ORG });
+    await seed(db.sql);
+    expect(await migrate(db.sql)).toEqual(all.slice(at).map((m) => m.name));
+    return { sql: db.sql, drop };
+  } catch (err) {
+    await drop();
+    throw err;
+  }
+}
+
 describe.each(targets)("data migrations on a $name database", (target) => {
   it("gives the revision events stored before 20261129060000 their revision's deployment", async () => {
-    const { db: fresh, drop } = await target.open();
-    try {
-      const all = await readMigrations();
-      const at = all.findIndex((m) => m.name === "20261129060000_revision_events_by_deployment");
-      expect(at).toBeGreaterThan(0);
-      await migrate(fresh.sql, all.slice(0, at));
-      const [org, ws, d1, d2, r1, r2, r3] = ["10", "20", "31", "32", "41", "42", "43"].map((n) => `00000000-0000-0000-0000-0000000000${n}`);
-      await insertFilled(fresh.sql, "organizations", { id: org });
-      await insertFilled(fresh.sql, "workspaces", { id: ws, organization_id: org });
-      for (const [d, name] of [[d1, "one"], [d2, "two"]]) await insertFilled(fresh.sql, "deployments", { id: d, workspace_id: ws, name });
+    const [d1, d2, r1, r2, r3] = [31, 32, 41, 42, 43].map(idOf);
+    const { sql, drop } = await acrossMigration(target, "20261129060000_revision_events_by_deployment", async (sql) => {
+      for (const [d, name] of [[d1, "one"], [d2, "two"]]) await insertFilled(sql, "deployments", { id: d, workspace_id: WORKSPACE, name });
       for (const [r, d] of [[r1, d1], [r2, d1], [r3, d2]]) {
-        await insertFilled(fresh.sql, "revisions", { id: r, workspace_id: ws, deployment_id: d });
-        await insertFilled(fresh.sql, "revision_events", { revision_id: r, to_status: "CREATING" });
+        await insertFilled(sql, "revisions", { id: r, workspace_id: WORKSPACE, deployment_id: d });
+        await insertFilled(sql, "revision_events", { revision_id: r, to_status: "CREATING" });
       }
-      expect(await migrate(fresh.sql)).toEqual(all.slice(at).map((m) => m.name));
-      const events = await fresh.sql.query(`SELECT revision_id::text AS revision, deployment_id::text AS deployment FROM revision_events ORDER BY id`);
+    });
+    try {
+      const events = await sql.query(`SELECT revision_id::text AS revision, deployment_id::text AS deployment FROM revision_events ORDER BY id`);
       expect(events).toEqual([
         { revision: r1, deployment: d1 },
         { revision: r2, deployment: d1 },
@@ -428,27 +449,20 @@ describe.each(targets)("data migrations on a $name database", (target) => {
   }, 180_000);
 
   it("gives the OAuth flows and tokens stored before 20261129040000 their provider's endpoints of then", async () => {
-    const { db: fresh, drop } = await target.open();
-    try {
-      const all = await readMigrations();
-      const at = all.findIndex((m) => m.name === "20261129040000_oauth_grant_endpoints");
-      expect(at).toBeGreaterThan(0);
-      await migrate(fresh.sql, all.slice(0, at));
-      const [org, ws, provider, bare] = ["10", "20", "30", "31"].map((n) => `00000000-0000-0000-0000-0000000000${n}`);
-      await insertFilled(fresh.sql, "organizations", { id: org });
-      await insertFilled(fresh.sql, "workspaces", { id: ws, organization_id: org });
+    const [provider, bare] = [30, 31].map(idOf);
+    const { sql, drop } = await acrossMigration(target, "20261129040000_oauth_grant_endpoints", async (sql) => {
       for (const [id, slug, revocation] of [[provider, "idp", "https://idp.example/revoke"], [bare, "bare", null]] as const) {
-        await insertFilled(fresh.sql, "oauth_providers", {
-          id, workspace_id: ws, organization_id: org, provider_id: slug, token_url: `https://${slug}.example/token`, revocation_url: revocation,
+        await insertFilled(sql, "oauth_providers", {
+          id, workspace_id: WORKSPACE, organization_id: ORG, provider_id: slug, token_url: `https://${slug}.example/token`, revocation_url: revocation,
         });
       }
       for (const [n, p] of [provider, bare].entries()) {
-        await insertFilled(fresh.sql, "oauth_tokens", { workspace_id: ws, oauth_provider_id: p });
-        await insertFilled(fresh.sql, "oauth_flows", { workspace_id: ws, oauth_provider_id: p, state_hash: `state-${n}` });
+        await insertFilled(sql, "oauth_tokens", { workspace_id: WORKSPACE, oauth_provider_id: p });
+        await insertFilled(sql, "oauth_flows", { workspace_id: WORKSPACE, oauth_provider_id: p, state_hash: `state-${n}` });
       }
-      expect(await migrate(fresh.sql)).toEqual(all.slice(at).map((m) => m.name));
-      const kept = (table: string) =>
-        fresh.sql.query(`SELECT oauth_provider_id::text AS provider, token_url, revocation_url FROM ${table} ORDER BY oauth_provider_id`);
+    });
+    try {
+      const kept = (table: string) => sql.query(`SELECT oauth_provider_id::text AS provider, token_url, revocation_url FROM ${table} ORDER BY oauth_provider_id`);
       const expected = [
         { provider, token_url: "https://idp.example/token", revocation_url: "https://idp.example/revoke" },
         { provider: bare, token_url: "https://bare.example/token", revocation_url: null },
