@@ -12,6 +12,9 @@ import { parseInput } from "./validation.js";
 
 export type { LogLine };
 
+/** Before every line of a log: lines are written at the time they are, never at the epoch. */
+const LOG_START: Position = { createdAt: new Date(0), id: "1" };
+
 /** A page of a REST log read: `nextOffset` continues it; null once there is nothing more to read. */
 export interface LogPage {
   logs: LogLine[];
@@ -79,7 +82,9 @@ export class LogService {
   }
 
   /**
-   * The answer's page and where the next one starts. Desc order ends at the oldest line: null once
+   * The answer's page and where the next one starts. An open log with nothing to read yet (a
+   * revision that has written no line of this kind, or none that the filter passes) continues
+   * from its start (LOG_START), not null: null tells a client there is nothing more to read. Desc order ends at the oldest line: null once
    * it is read. Asc order ends at the newest line so far: while the log may still grow (`open`),
    * next_offset stays at the last line read (or where the reader already was), so that a client
    * polling with it, as the official tool does during a build, gets each new line once.
@@ -90,7 +95,7 @@ export class LogService {
     const more = lines.length > query.limit;
     let nextOffset: string | null = null;
     if (last && (more || (open && query.order === "asc"))) nextOffset = this.deps.cursors.encode(purpose, linePosition(last));
-    else if (!last && open && query.order === "asc") nextOffset = query.offset ?? null;
+    else if (!last && open && query.order === "asc") nextOffset = query.offset ?? this.deps.cursors.encode(purpose, LOG_START);
     return { logs, nextOffset };
   }
 

@@ -142,6 +142,27 @@ describe("the deploy logs of every revision of a deployment", () => {
 
 const listener = () => createListener(t, ws.apiKey);
 
+describe("an open log with nothing to read yet", () => {
+  // null says there is nothing more to read: a client stopping on it would stop before the first line.
+  it("answers asc with a next_offset from its start, which reads every line once they come", async () => {
+    const d = await newDeployment(t, ws.apiKey);
+    const deployLogs = `/v1/projects/${d.deploymentId}/deploy_logs`;
+    const empty = await read(t, ws.apiKey, deployLogs, { order: "asc", limit: 10 });
+    expect(empty.logs).toEqual([]);
+    expect(empty.next_offset).toEqual(expect.any(String));
+    // The same for a filter nothing passes yet.
+    const filtered = await read(t, ws.apiKey, buildLogsPath(d), { order: "asc", limit: 10, level: "ERROR" });
+    expect(filtered).toEqual({ logs: [], next_offset: expect.any(String) });
+
+    expect(await write(t, d, [{ kind: "deploy", message: "deploy line 1" }, { kind: "deploy", message: "deploy line 2" }])).toBe(2);
+    const next = await read(t, ws.apiKey, deployLogs, { order: "asc", limit: 10, offset: empty.next_offset });
+    expect(next.logs.map((l) => l.message)).toEqual(["deploy line 1", "deploy line 2"]);
+    expect(await write(t, d, [{ kind: "build", level: "ERROR", message: "it broke" }])).toBe(1);
+    const errors = await read(t, ws.apiKey, buildLogsPath(d), { order: "asc", limit: 10, level: "ERROR", offset: filtered.next_offset });
+    expect(errors.logs.map((l) => l.message)).toEqual(["it broke"]);
+  });
+});
+
 describe("log reads and Idempotency-Key", () => {
   it("are reads: a retry with the same key reads the log as it is now, and nothing is stored for the key", async () => {
     const live = await newDeployment(t, ws.apiKey);
