@@ -68,11 +68,12 @@ export class BatchReads {
   constructor(private readonly deps: CoreDeps) {}
 
   /**
-   * A cursor page of any keyset listing: cursors are signed for `purpose` (one per connection), so a
-   * cursor from another connection is refused as a VALIDATION error at its argument.
+   * A cursor page of one of the workspace's keyset listings: cursors are signed for the listing in
+   * that workspace, so a cursor of another connection, or of this one issued to another workspace,
+   * is refused as a VALIDATION error at its argument.
    */
-  relay<T extends Position>(purpose: string, args: CursorArgs, fetch: (args: KeysetArgs) => Promise<KeysetPage<T>>): Promise<CursorPage<T>> {
-    return cursorPage(this.deps.cursors, purpose, args, fetch);
+  relay<T extends Position>(tenant: Tenant, listing: string, args: CursorArgs, fetch: (args: KeysetArgs) => Promise<KeysetPage<T>>): Promise<CursorPage<T>> {
+    return cursorPage(this.deps.cursors, `${listing}:${tenant.workspaceId}`, args, fetch);
   }
 
   /** The two halves of relay(), for pages loaded in batches (nested connections). */

@@ -195,6 +195,13 @@ describe.each(subjects)("$name", (s) => {
     const foreignCursor = (await gqlOk(t, ws.apiKey, `{ viewer { id } listeners(first: 1) { edges { cursor } } }`)).listeners.edges[0]?.cursor;
     const bad: Record<string, unknown>[] = [{ first: 101 }, { last: 101 }, { first: -1 }, { after: "forged" }, { before: "eyJ0IjoiMjAyNCJ9.AAAA" }];
     if (s.name !== "listeners" && foreignCursor) bad.push({ after: foreignCursor });
+    // The same connection's cursor, issued to another workspace: it names a position there, not here.
+    if (!s.variables) {
+      const other = await t.workspace();
+      await s.seed(other, 1);
+      const theirs = s.pick(await gqlOk(t, other.apiKey, s.query, { first: 1 })).edges[0]!.cursor;
+      bad.push({ after: theirs }, { before: theirs });
+    }
     for (const args of bad) {
       const res = await gql(t, ws.apiKey, s.query, { ...s.variables, ...args });
       expect(res.errors, JSON.stringify(args)).toEqual([expect.objectContaining({ extensions: { code: "BAD_USER_INPUT" } })]);

@@ -36,7 +36,7 @@ builder.queryField("agentConnections", (t) =>
         const agent = ctx.core.batch.parseAgentId(agentId);
         return connection(
           // Cursors are this agent's own: another agent's are refused, as a forged one is.
-          await ctx.core.batch.relay(`graphql:agent-connections:${agent}`, args, (keyset) => ctx.core.connections.keyset(ctx.tenant, agent, keyset)),
+          await ctx.core.batch.relay(ctx.tenant, `graphql:agent-connections:${agent}`, args, (keyset) => ctx.core.connections.keyset(ctx.tenant, agent, keyset)),
           () => ctx.core.batch.connectionCount(ctx.tenant, agent),
         );
       },

@@ -198,7 +198,7 @@ builder.queryField("deployments", (t) =>
         const parsed = ctx.core.batch.parseDeploymentFilter(toRestBody({ ...given, ...(ids && { deploymentIds: ids }) }));
         // Latest revisions the page will show are read with it, in one statement, rather than by the loader after.
         const latestRevision = latestRevisionRead(info) ?? undefined;
-        const page = await ctx.core.batch.relay("graphql:deployments", args, (keyset) =>
+        const page = await ctx.core.batch.relay(ctx.tenant, "graphql:deployments", args, (keyset) =>
           ctx.core.batch.deploymentPage(ctx.tenant, parsed, keyset, { latestRevision }),
         );
         // Loaders serve the whole operation, so they are given rows and summaries only: a deployment

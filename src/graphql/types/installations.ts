@@ -51,7 +51,7 @@ builder.queryField("codehostInstallations", (t) =>
       complexity: pageComplexity,
       resolve: async (_root, args, ctx) =>
         connection(
-          await ctx.core.batch.relay("graphql:codehost-installations", args, (keyset) => ctx.core.installations.keyset(ctx.tenant, keyset)),
+          await ctx.core.batch.relay(ctx.tenant, "graphql:codehost-installations", args, (keyset) => ctx.core.installations.keyset(ctx.tenant, keyset)),
           () => ctx.core.batch.installationCount(ctx.tenant),
         ),
     },

@@ -44,7 +44,7 @@ builder.queryField("listeners", (t) =>
       complexity: pageComplexity,
       resolve: async (_root, args, ctx) =>
         connection(
-          await ctx.core.batch.relay("graphql:listeners", args, (keyset) => ctx.core.batch.listenerPage(ctx.tenant, keyset)),
+          await ctx.core.batch.relay(ctx.tenant, "graphql:listeners", args, (keyset) => ctx.core.batch.listenerPage(ctx.tenant, keyset)),
           () => ctx.core.batch.listenerCount(ctx.tenant),
         ),
     },

@@ -58,7 +58,7 @@ builder.queryFields((t) => ({
       complexity: pageComplexity,
       resolve: async (_root, args, ctx) =>
         connection(
-          await ctx.core.batch.relay("graphql:oauth-providers", args, (keyset) => ctx.core.oauthProviders.keyset(ctx.tenant, keyset)),
+          await ctx.core.batch.relay(ctx.tenant, "graphql:oauth-providers", args, (keyset) => ctx.core.oauthProviders.keyset(ctx.tenant, keyset)),
           () => ctx.core.oauthProviders.count(ctx.tenant),
         ),
     },
@@ -74,7 +74,7 @@ builder.queryFields((t) => ({
       resolve: async (_root, { providerId: given, ...args }, ctx) => {
         const providerId = ctx.core.batch.parseTokenProviderId(given);
         return connection(
-          await ctx.core.batch.relay("graphql:oauth-tokens", args, (keyset) => ctx.core.oauthTokens.keyset(ctx.tenant, providerId, keyset)),
+          await ctx.core.batch.relay(ctx.tenant, "graphql:oauth-tokens", args, (keyset) => ctx.core.oauthTokens.keyset(ctx.tenant, providerId, keyset)),
           () => ctx.core.oauthTokens.count(ctx.tenant, providerId),
         );
       },
