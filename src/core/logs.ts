@@ -82,12 +82,12 @@ export class LogService {
   }
 
   /**
-   * The answer's page and where the next one starts. An open log with nothing to read yet (a
-   * revision that has written no line of this kind, or none that the filter passes) continues
-   * from its start (LOG_START), not null: null tells a client there is nothing more to read. Desc order ends at the oldest line: null once
+   * The answer's page and where the next one starts. Desc order ends at the oldest line: null once
    * it is read. Asc order ends at the newest line so far: while the log may still grow (`open`),
-   * next_offset stays at the last line read (or where the reader already was), so that a client
-   * polling with it, as the official tool does during a build, gets each new line once.
+   * next_offset stays at the last line read (or where the reader already was; at the log's start,
+   * LOG_START, while it has no line the filter passes), so that a client polling with it, as the
+   * official tool does during a build, gets each new line once. Null tells a client there is
+   * nothing more to read.
    */
   private page(purpose: string, query: LogQueryInput, lines: LogLine[], open: boolean): LogPage {
     const logs = lines.slice(0, query.limit);
