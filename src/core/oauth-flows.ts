@@ -8,7 +8,7 @@ import type { OAuthClient } from "./oauth-client.js";
 import { EXCHANGE_GRACE_MS, ended, FlowStore, flowStatus, sha256 } from "./oauth-flow-store.js";
 import { FlowWaits, type WaitResult } from "./oauth-flow-waits.js";
 import type { SubscriptionQuota } from "./subscription-quota.js";
-import { endpointsOf, grantEndpointsOf, type OAuthSettings, type ProviderService, redirectUri } from "./oauth-providers.js";
+import { endpointsOf, grantEndpointsOf, type OAuthSettings, type ProviderService, redirectUri, stillAt } from "./oauth-providers.js";
 import type { TokenVault } from "./oauth-tokens.js";
 import { authenticateSchema, type CallbackQuery, callbackQuerySchema, finalizeSchema } from "./schemas/oauth.js";
 import { violatedForeignKey } from "./prisma-errors.js";
@@ -200,7 +200,11 @@ export class FlowService {
     for (const [k, v] of Object.entries({ code: query.code, state: query.state, iss: query.iss })) if (v) callbackUrl.searchParams.set(k, v);
     let tokens;
     try {
-      tokens = await this.client.exchange(endpointsOf(this.deps.secrets, provider, flow), callbackUrl, {
+      // Changed since the flow began (by anyone of the workspace): its code goes nowhere.
+      if (!stillAt(provider, flow, "tokenUrl")) {
+        throw badRequest("The provider's token endpoint changed since this authorization began: start a new one with POST /v2/auth/authenticate.");
+      }
+      tokens = await this.client.exchange(endpointsOf(this.deps.secrets, provider), callbackUrl, {
         state: query.state,
         codeVerifier: flow.codeVerifier ? this.deps.secrets.open(flow.codeVerifier) : null,
         redirectUri: flow.redirectUri,

@@ -34,27 +34,29 @@ export function redirectUri(settings: OAuthSettings, origin: string | null, prov
 }
 
 /**
- * Where a grant (a flow's code, the token it makes) is sent: its provider's token and revocation
- * endpoints when its owner began to authorize. A provider is its workspace's, and any caller of it
- * may change them since; the grant is its owner's alone, and goes nowhere else. Flows and tokens
- * keep these (their tokenUrl and revocationUrl).
+ * The endpoints a grant (a flow's code, the token it makes) began under: the provider's token and
+ * revocation endpoints when its owner began to authorize; flows and tokens keep them (their tokenUrl
+ * and revocationUrl). A provider is its workspace's, and any caller of it may change them since; the
+ * grant is its owner's alone. It is sent, with the provider's client credentials, only where it began
+ * and only while the provider still has that endpoint (stillAt): not to an endpoint set since, nor
+ * with a client secret set since to an endpoint the provider no longer has.
  */
 export type GrantEndpoints = Pick<OAuthProvider, "tokenUrl" | "revocationUrl">;
 
 /** The provider's endpoints now, as a grant begun now keeps them. */
 export const grantEndpointsOf = (p: OAuthProvider): GrantEndpoints => ({ tokenUrl: p.tokenUrl, revocationUrl: p.revocationUrl });
 
-/**
- * What the OAuth client needs of a provider row, its client secret opened; for a grant, with the
- * token and revocation endpoints it keeps in place of the provider's of now.
- */
-export const endpointsOf = (secrets: SecretBox, p: OAuthProvider, grant: GrantEndpoints = p): ProviderEndpoints => ({
+/** Whether the provider still has the grant's token (or revocation) endpoint. */
+export const stillAt = (p: OAuthProvider, grant: GrantEndpoints, endpoint: keyof GrantEndpoints): boolean => p[endpoint] === grant[endpoint];
+
+/** What the OAuth client needs of a provider row, its client secret opened. */
+export const endpointsOf = (secrets: SecretBox, p: OAuthProvider): ProviderEndpoints => ({
   providerId: p.providerId,
   clientId: p.clientId,
   clientSecret: p.clientSecret ? secrets.open(p.clientSecret) : null,
   authUrl: p.authUrl,
-  tokenUrl: grant.tokenUrl,
-  revocationUrl: grant.revocationUrl,
+  tokenUrl: p.tokenUrl,
+  revocationUrl: p.revocationUrl,
   issuer: p.issuer,
   tokenEndpointAuthMethod: p.tokenEndpointAuthMethod,
 });

@@ -6,7 +6,7 @@ import type { CoreDeps } from "./context.js";
 import { CoreError, notFound } from "./errors.js";
 import { uuidsOnly, inOrder } from "./batch-reads.js";
 import { type OAuthClient, PROVIDER_TIMEOUT_SECONDS, type TokenSet } from "./oauth-client.js";
-import { endpointsOf, type GrantEndpoints, grantEndpointsOf, type OAuthSettings } from "./oauth-providers.js";
+import { endpointsOf, type GrantEndpoints, grantEndpointsOf, type OAuthSettings, stillAt } from "./oauth-providers.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
 import { isRecordMissing } from "./prisma-errors.js";
 import { tokenUpdateSchema } from "./schemas/oauth.js";
@@ -40,7 +40,7 @@ export interface Revocation {
   /** The stored token's id (for the log), or null for tokens that were never stored. */
   tokenId: string | null;
   provider: OAuthProvider;
-  /** The endpoints the token keeps (it is revoked at its own, not at the provider's of now). */
+  /** The endpoints the token began under: revoked only while the provider still has its revocation endpoint. */
   grant: GrantEndpoints;
   hint: "access_token" | "refresh_token";
   value: () => string;
@@ -227,6 +227,9 @@ export class TokenVault {
     const provider = await this.deps.data(tenant).oAuthProvider.findUnique({ where: { id: token.oauthProviderId } });
     // Deleted since the token was read, and so the token with it: as if there were no token.
     if (!provider) return null;
+    // Its token endpoint changed since the token was issued (by anyone of the workspace): its refresh
+    // token goes nowhere, and the user authorizes again once the access token expires.
+    if (!stillAt(provider, token, "tokenUrl")) return expired(token) ? null : open(token);
     // Whether the stored access token is another than the one read (sealed anew is the same one).
     const replaced = (now: OAuthToken) => {
       if (now.accessToken === token.accessToken) return false;
@@ -278,7 +281,7 @@ export class TokenVault {
     const refreshToken = this.deps.secrets.open(token.refreshToken!);
     let refreshed: TokenSet;
     try {
-      refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider, token), refreshToken);
+      refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider), refreshToken);
     } catch (err) {
       // Given up: another hand-out may try. (Should this fail, the claim runs out by itself.)
       await this.deps
@@ -378,8 +381,12 @@ export class TokenVault {
 
   private async revokeOne({ tokenId, provider, grant, hint, value }: Revocation): Promise<void> {
     const about = { token_id: tokenId, provider_id: provider.providerId };
+    if (!stillAt(provider, grant, "revocationUrl")) {
+      this.settings.logger.warn(about, "oauth: the provider's revocation endpoint changed since the token was issued; the token is only forgotten");
+      return;
+    }
     try {
-      const revoked = await this.client.revoke(endpointsOf(this.deps.secrets, provider, grant), value(), hint);
+      const revoked = await this.client.revoke(endpointsOf(this.deps.secrets, provider), value(), hint);
       if (!revoked) this.settings.logger.info(about, "oauth: the provider has no revocation endpoint; the token is only forgotten");
     } catch (err) {
       this.settings.logger.warn({ ...about, reason: err instanceof Error ? err.message : "unknown" }, "oauth: could not revoke a token at its provider; it is forgotten all the same");

@@ -9,10 +9,11 @@ import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
 
 /**
  * A provider is the workspace's: any caller of it may change its endpoints (PATCH). A token is its
- * owner's alone, so what it is sent with (the code that makes it, its refresh token) goes only to the
- * endpoints the provider had when its owner began to authorize: a change made since, by anyone,
- * must not send it to a server of their choosing. Alice is the workspace's API key, Mallory a
- * bearer token of the same workspace.
+ * owner's alone, and a grant (a flow's code, a token's refresh token) is sent, with the provider's
+ * client credentials, only to the endpoints it began under, and only while the provider still has
+ * them: a change made since, by anyone, must send it nowhere (not to the new endpoint, nor the current
+ * client secret to the old one). Alice is the workspace's API key, Mallory a bearer token of the
+ * same workspace.
  */
 
 let t: TestApp;
@@ -63,49 +64,69 @@ const refreshTokenOf = async (tokenId: string) =>
 
 const sentElsewhere = (value: string) => received.filter((body) => Object.values(Object.fromEntries(new URLSearchParams(body))).includes(value));
 
-it("refreshes a token at the token endpoint it was issued by, not at one the provider was changed to since", async () => {
+it("refreshes a token no more once the provider's token endpoint has changed: the user authorizes again", async () => {
   await addProvider(t, idp, ws.apiKey, "refreshed");
   const { callback } = await authorize(t, idp, ws.apiKey, "refreshed", ["openid"]);
   const refreshToken = await refreshTokenOf(callback.token_id);
   await repoint("refreshed", { token_url: `${elsewhereUrl}/token` });
 
-  // Due for its refresh (30 s left): handed out refreshed by the provider that issued it.
+  // Expired: its refresh is due, and is sent neither to the new endpoint nor to the old one.
+  await t.app.db.prisma.oAuthToken.update({ where: { id: callback.token_id }, data: { expiresAt: new Date(Date.now() - 1000) } });
   const grants = idp.grants.filter((g) => g === "refresh_token").length;
-  await accessTokenOf(t, ws.apiKey, "refreshed", ["openid"]);
-  expect(idp.grants.filter((g) => g === "refresh_token").length).toBe(grants + 1);
+  const res = await t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: "refreshed", scopes: ["openid"] } });
+  expect(res.status, res.text).toBe(200);
+  expect(res.body.status).toBe("token_expired");
+  expect(idp.grants.filter((g) => g === "refresh_token").length).toBe(grants);
   expect(sentElsewhere(refreshToken)).toEqual([]);
   expect(received).toEqual([]);
 });
 
-it("revokes a deleted provider's tokens at the revocation endpoint they were issued under", async () => {
+it("revokes a deleted provider's tokens only at the revocation endpoint they were issued under, and only if it still has it", async () => {
   await addProvider(t, idp, ws.apiKey, "deleted", { revocation_url: `${idp.issuer}/token/revocation` });
   const { callback } = await authorize(t, idp, ws.apiKey, "deleted", ["openid"]);
   const refreshToken = await refreshTokenOf(callback.token_id);
   await repoint("deleted", { revocation_url: `${elsewhereUrl}/revoke` });
 
-  // The deletion answers once the revocations are done.
+  // The deletion answers once the revocations are done: none was sent.
   const revocations = idp.revocations.length;
   const deleted = await t.request("DELETE", "/v2/auth/providers/deleted", { headers: await mallory() });
   expect(deleted.status, deleted.text).toBe(200);
-  expect(idp.revocations.slice(revocations)).toEqual(["refresh_token"]);
+  expect(deleted.body).toMatchObject({ deleted_tokens: 1 });
+  expect(idp.revocations.length).toBe(revocations);
   expect(sentElsewhere(refreshToken)).toEqual([]);
   expect(received).toEqual([]);
+
+  // Unchanged, it is revoked there.
+  await addProvider(t, idp, ws.apiKey, "kept", { revocation_url: `${idp.issuer}/token/revocation` });
+  await authorize(t, idp, ws.apiKey, "kept", ["openid"]);
+  expect((await t.request("DELETE", "/v2/auth/providers/kept", { key: ws.apiKey })).status).toBe(200);
+  expect(idp.revocations.slice(revocations)).toEqual(["refresh_token"]);
 });
 
-it("exchanges a flow's code at the token endpoint of when the flow began", async () => {
+it("exchanges a flow's code nowhere once the token endpoint has changed since the flow began, even changed back with a new secret", async () => {
   await addProvider(t, idp, ws.apiKey, "flowing");
   const started = await t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: "flowing", scopes: ["openid"] } });
   expect(started.status, started.text).toBe(200);
   const back = await idp.follow(started.body.url);
-  await repoint("flowing", { token_url: `${elsewhereUrl}/token`, revocation_url: `${elsewhereUrl}/revoke` });
+  await repoint("flowing", { token_url: `${elsewhereUrl}/token` });
 
   const code = back.searchParams.get("code")!;
   const callback = await t.request("GET", pathOf(back));
-  expect(callback.status, callback.text).toBe(200);
+  expect(callback.status, callback.text).toBe(400);
+  expect(callback.body.detail).toMatch(/token endpoint changed since this authorization began/);
   expect(sentElsewhere(code)).toEqual([]);
 
-  // The token it made is the flow's: refreshed there too.
-  await accessTokenOf(t, ws.apiKey, "flowing", ["openid"]);
+  // A flow begun under Mallory's endpoint, which an administrator then repairs with a new secret:
+  // the new secret is not sent to Mallory's endpoint when that flow's code comes back.
+  const hers = await t.request("POST", "/v2/auth/authenticate", { headers: await mallory(), body: { provider: "flowing", scopes: ["openid"] } });
+  expect(hers.status, hers.text).toBe(200);
+  const state = new URL(hers.body.url).searchParams.get("state")!;
+  const secret = t.guard.secret();
+  const repaired = await t.request("PATCH", "/v2/auth/providers/flowing", { key: ws.apiKey, body: { token_url: `${idp.issuer}/token`, client_secret: secret } });
+  expect(repaired.status, repaired.text).toBe(200);
+  const finalized = await t.request("POST", "/v2/auth/callback/flowing", { headers: await mallory(), body: { code: "from-mallory", state } });
+  expect(finalized.status, finalized.text).toBe(400);
+  expect(sentElsewhere(secret)).toEqual([]);
   expect(received).toEqual([]);
 });
 
