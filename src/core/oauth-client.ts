@@ -88,11 +88,25 @@ export class OAuthClient {
         { redirect_uri: checks.redirectUri },
       ),
     );
-    return tokenSet(tokens);
+    return this.kept(p, tokens);
   }
 
   async refresh(p: ProviderEndpoints, refreshToken: string): Promise<TokenSet> {
-    return tokenSet(await this.call(p, "refresh the token", () => oidc.refreshTokenGrant(this.configuration(p), refreshToken)));
+    return this.kept(p, await this.call(p, "refresh the token", () => oidc.refreshTokenGrant(this.configuration(p), refreshToken)));
+  }
+
+  /**
+   * A token answer as the vault keeps it; one it cannot keep (tokenSet: nonsense, a 502) issued its
+   * tokens all the same, and nothing will keep them: they are revoked there first (best effort).
+   */
+  private async kept(p: ProviderEndpoints, tokens: oidc.TokenEndpointResponse & Partial<oidc.TokenEndpointResponseHelpers>): Promise<TokenSet> {
+    try {
+      return tokenSet(tokens);
+    } catch (err) {
+      const [value, hint] = tokens.refresh_token ? [tokens.refresh_token, "refresh_token" as const] : [tokens.access_token, "access_token" as const];
+      await this.revoke(p, value, hint).catch(() => false);
+      throw err;
+    }
   }
 
   /** RFC 7009; false when the provider publishes no revocation endpoint. */
