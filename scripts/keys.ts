@@ -73,8 +73,10 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
     if (err instanceof ConfigError || err instanceof StartupError || err instanceof CoreError || (err instanceof TypeError && "code" in err && String(err.code).startsWith("ERR_PARSE_ARGS"))) {
-      process.stderr.write(`${err.message}\n${err instanceof TypeError ? `${USAGE}\n` : ""}`);
-      process.exit(err instanceof ConfigError || err instanceof TypeError ? 2 : 1);
+      // A bad argument (the parser's, or a value core refuses) is told with the usage.
+      const badArgument = err instanceof TypeError || (err instanceof CoreError && err.code === "VALIDATION");
+      process.stderr.write(`${err.message}\n${badArgument ? `${USAGE}\n` : ""}`);
+      process.exit(err instanceof ConfigError || badArgument ? 2 : 1);
     }
     process.stderr.write(`keys: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exit(1);

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { PrismaClient } from "../db/client.js";
 import type { EventBus } from "../events/types.js";
 import { hashApiKey, keyPrefix } from "./auth.js";
-import { CoreError } from "./errors.js";
+import { CoreError, invalid } from "./errors.js";
 import { generateApiKey } from "./workspaces.js";
 
 
@@ -53,7 +53,9 @@ export class ApiKeyService {
    * there is; with several, the caller must say which.
    */
   async create(input: z.input<typeof createSchema>): Promise<{ key: string; summary: ApiKeySummary }> {
-    const { workspaceId, orgWide, name } = createSchema.parse(input);
+    const parsed = createSchema.safeParse(input);
+    if (!parsed.success) throw invalid(parsed.error.issues.map((issue) => ({ loc: issue.path.map(String), type: "value_error", msg: issue.message })));
+    const { workspaceId, orgWide, name } = parsed.data;
     const workspace = workspaceId
       ? await this.prisma.workspace.findUnique({ where: { id: workspaceId.toLowerCase() } })
       : await this.onlyWorkspace();
@@ -70,12 +72,15 @@ export class ApiKeyService {
     return (await this.prisma.apiKey.findMany({ select: summary, orderBy: [{ createdAt: "asc" }, { id: "asc" }] })).map(present);
   }
 
-  /** Revokes by id, or by the prefix `list` shows when it names one key only. */
+  /**
+   * Revokes by id, or by the prefix `list` shows when it names one key only. The prefix is literal:
+   * startsWith is a LIKE, whose % and _ would match any key, so what it finds is checked again.
+   */
   async revoke(idOrPrefix: string): Promise<ApiKeySummary> {
     const matches = z.uuid().safeParse(idOrPrefix).success
       ? await this.prisma.apiKey.findMany({ where: { id: idOrPrefix.toLowerCase() }, select: summary })
       : idOrPrefix.length >= 6
-        ? await this.prisma.apiKey.findMany({ where: { keyPrefix: { startsWith: idOrPrefix } }, select: summary })
+        ? (await this.prisma.apiKey.findMany({ where: { keyPrefix: { startsWith: idOrPrefix } }, select: summary })).filter((k) => k.keyPrefix?.startsWith(idOrPrefix))
         : [];
     if (matches.length === 0) throw new CoreError("NOT_FOUND", `No API key with id or prefix ${JSON.stringify(idOrPrefix)}.`);
     if (matches.length > 1) throw new CoreError("CONFLICT", `${matches.length} keys start with ${JSON.stringify(idOrPrefix)}: give the id.`);

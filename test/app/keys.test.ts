@@ -36,6 +36,15 @@ describe("API keys", { timeout: 180_000 }, () => {
     const listed = (await t.app.core.apiKeys.list()).find((k) => k.id === summary.id)!;
     expect(listed).toMatchObject({ name: "ci", prefix: key.slice(0, 8), workspaceId: ws.workspaceId, revokedAt: null });
 
+    // A prefix is literal: LIKE's wildcards in it match nothing but themselves.
+    for (const wild of ["%%%%%%", "______", `${key.slice(0, 4)}%%`, `${key.slice(0, 5)}_`]) {
+      await expect(t.app.core.apiKeys.revoke(wild), wild).rejects.toMatchObject({ code: "NOT_FOUND" });
+    }
+    expect((await t.request("GET", "/v2/listeners", { key })).status).toBe(200);
+    // Bad values are told plainly, by name.
+    await expect(t.app.core.apiKeys.create({ workspaceId: "not-a-uuid" })).rejects.toMatchObject({ code: "VALIDATION", message: expect.stringMatching(/^workspaceId: /) });
+    await expect(t.app.core.apiKeys.create({ workspaceId: ws.workspaceId, name: "" })).rejects.toMatchObject({ code: "VALIDATION", message: expect.stringMatching(/^name: /) });
+
     // Cached by the authenticator after that request: revocation still takes effect at once.
     await t.app.core.apiKeys.revoke(summary.id);
     const refused = await t.request("GET", "/v2/listeners", { key });
@@ -86,6 +95,7 @@ describe("API keys", { timeout: 180_000 }, () => {
     // No workspace yet: said plainly.
     await expect(keys("create")).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining("no workspace yet") });
     await expect(keys("frobnicate")).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining("usage:") });
+    await expect(keys("create", "--workspace", "not-a-uuid")).rejects.toMatchObject({ code: 2, stderr: expect.stringMatching(/^workspaceId: .*\nusage:/s) });
 
     // A workspace, as the first start makes.
     const app = await buildApp(loadConfig({ ...settings, PIPELINE_WORKER: "off", METRICS_PORT: "off" }), { logger: createLogger("silent") });
