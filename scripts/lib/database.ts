@@ -1,6 +1,7 @@
+import { existsSync } from "node:fs";
 import type { Config } from "../../src/config.js";
 import { type Database, openDatabase } from "../../src/db/client.js";
-import { lockDataDir } from "../../src/db/data-dir-lock.js";
+import { lockDataDir, StartupError } from "../../src/db/data-dir-lock.js";
 
 /**
  * How long one statement of a script may go unanswered, instead of the service's 20 s: the rotation
@@ -15,6 +16,13 @@ const SCRIPT_QUERY_TIMEOUT_MS = 600_000;
  * names the process that has it (a second process inside PGlite's folder could corrupt it).
  */
 export async function openScriptDatabase(config: Config, command: string): Promise<{ db: Database; close(): Promise<void> }> {
+  // The service makes its embedded database at its first start; a script opening a DATA_DIR without
+  // one (mistyped, say) would make an empty one there, and act on it as if it were the service's.
+  if (config.database.kind === "pglite" && config.database.dataDir && !existsSync(config.database.dataDir)) {
+    throw new StartupError(
+      `There is no database in DATA_DIR ${config.dataDir}: start the service there once (it creates one), or set DATA_DIR (or DATABASE_URL) to the service's.`,
+    );
+  }
   const lock = config.database.kind === "pglite" && config.database.dataDir ? lockDataDir(config.dataDir, command) : null;
   let db: Database;
   try {

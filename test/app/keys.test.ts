@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
-import { rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, inject, it } from "vitest";
@@ -96,6 +97,13 @@ describe("API keys", { timeout: 180_000 }, () => {
     await expect(keys("create")).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining("no workspace yet") });
     await expect(keys("frobnicate")).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining("usage:") });
     await expect(keys("create", "--workspace", "not-a-uuid")).rejects.toMatchObject({ code: 2, stderr: expect.stringMatching(/^workspaceId: .*\nusage:/s) });
+    // A DATA_DIR with no database (mistyped, say) is said so, and left as it was: no database made there.
+    if (!("url" in db)) {
+      const nowhere = join(dataDir, "mistyped");
+      const elsewhere = (...args: string[]) => run("npm", ["run", "-s", "keys", "--", ...args], { cwd: ROOT, env: { ...env, DATA_DIR: nowhere } });
+      await expect(elsewhere("list")).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining(`There is no database in DATA_DIR ${nowhere}`) });
+      expect(existsSync(nowhere)).toBe(false);
+    }
 
     // A workspace, as the first start makes.
     const app = await buildApp(loadConfig({ ...settings, PIPELINE_WORKER: "off", METRICS_PORT: "off" }), { logger: createLogger("silent") });
