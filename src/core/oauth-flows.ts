@@ -200,9 +200,9 @@ export class FlowService {
     for (const [k, v] of Object.entries({ code: query.code, state: query.state, iss: query.iss })) if (v) callbackUrl.searchParams.set(k, v);
     let tokens;
     try {
-      // Changed since the flow began (by anyone of the workspace): its code goes nowhere.
-      if (!stillAt(provider, flow, "tokenUrl")) {
-        throw badRequest("The provider's token endpoint changed since this authorization began: start a new one with POST /v2/auth/authenticate.");
+      // Its endpoints changed since the flow began (by anyone of the workspace): its code goes nowhere.
+      if (!stillAt(provider, flow)) {
+        throw badRequest("The provider's token or revocation endpoint changed since this authorization began: start a new one with POST /v2/auth/authenticate.");
       }
       tokens = await this.client.exchange(endpointsOf(this.deps.secrets, provider), callbackUrl, {
         state: query.state,

@@ -38,7 +38,7 @@ export function redirectUri(settings: OAuthSettings, origin: string | null, prov
  * revocation endpoints when its owner began to authorize; flows and tokens keep them (their tokenUrl
  * and revocationUrl). A provider is its workspace's, and any caller of it may change them since; the
  * grant is its owner's alone. It is sent, with the provider's client credentials, only where it began
- * and only while the provider still has that endpoint (stillAt): not to an endpoint set since, nor
+ * and only while the provider still has those endpoints (stillAt): not to an endpoint set since, nor
  * with a client secret set since to an endpoint the provider no longer has.
  */
 export type GrantEndpoints = Pick<OAuthProvider, "tokenUrl" | "revocationUrl">;
@@ -46,8 +46,12 @@ export type GrantEndpoints = Pick<OAuthProvider, "tokenUrl" | "revocationUrl">;
 /** The provider's endpoints now, as a grant begun now keeps them. */
 export const grantEndpointsOf = (p: OAuthProvider): GrantEndpoints => ({ tokenUrl: p.tokenUrl, revocationUrl: p.revocationUrl });
 
-/** Whether the provider still has the grant's token (or revocation) endpoint. */
-export const stillAt = (p: OAuthProvider, grant: GrantEndpoints, endpoint: keyof GrantEndpoints): boolean => p[endpoint] === grant[endpoint];
+/**
+ * Whether the provider still has the endpoints the grant began under, both: an exchange or refresh
+ * may end in a revocation (an answer that cannot be kept), and a revocation sends the client's
+ * credentials too.
+ */
+export const stillAt = (p: OAuthProvider, grant: GrantEndpoints): boolean => p.tokenUrl === grant.tokenUrl && p.revocationUrl === grant.revocationUrl;
 
 /** What the OAuth client needs of a provider row, its client secret opened. */
 export const endpointsOf = (secrets: SecretBox, p: OAuthProvider): ProviderEndpoints => ({

@@ -40,7 +40,7 @@ export interface Revocation {
   /** The stored token's id (for the log), or null for tokens that were never stored. */
   tokenId: string | null;
   provider: OAuthProvider;
-  /** The endpoints the token began under: revoked only while the provider still has its revocation endpoint. */
+  /** The endpoints the token began under: revoked only while the provider still has them (stillAt). */
   grant: GrantEndpoints;
   hint: "access_token" | "refresh_token";
   value: () => string;
@@ -227,9 +227,9 @@ export class TokenVault {
     const provider = await this.deps.data(tenant).oAuthProvider.findUnique({ where: { id: token.oauthProviderId } });
     // Deleted since the token was read, and so the token with it: as if there were no token.
     if (!provider) return null;
-    // Its token endpoint changed since the token was issued (by anyone of the workspace): its refresh
+    // Its endpoints changed since the token was issued (by anyone of the workspace): its refresh
     // token goes nowhere, and the user authorizes again once the access token expires.
-    if (!stillAt(provider, token, "tokenUrl")) return expired(token) ? null : open(token);
+    if (!stillAt(provider, token)) return expired(token) ? null : open(token);
     // Whether the stored access token is another than the one read (sealed anew is the same one).
     const replaced = (now: OAuthToken) => {
       if (now.accessToken === token.accessToken) return false;
@@ -381,8 +381,8 @@ export class TokenVault {
 
   private async revokeOne({ tokenId, provider, grant, hint, value }: Revocation): Promise<void> {
     const about = { token_id: tokenId, provider_id: provider.providerId };
-    if (!stillAt(provider, grant, "revocationUrl")) {
-      this.settings.logger.warn(about, "oauth: the provider's revocation endpoint changed since the token was issued; the token is only forgotten");
+    if (!stillAt(provider, grant)) {
+      this.settings.logger.warn(about, "oauth: the provider's endpoints changed since the token was issued; the token is only forgotten");
       return;
     }
     try {

@@ -81,6 +81,18 @@ it("refreshes a token no more once the provider's token endpoint has changed: th
   expect(received).toEqual([]);
 });
 
+it("refreshes a token no more once the provider's revocation endpoint has changed either (a refused answer is revoked there)", async () => {
+  await addProvider(t, idp, ws.apiKey, "revoking", { revocation_url: `${idp.issuer}/token/revocation` });
+  const { callback } = await authorize(t, idp, ws.apiKey, "revoking", ["openid"]);
+  await repoint("revoking", { revocation_url: `${elsewhereUrl}/revoke` });
+  await t.app.db.prisma.oAuthToken.update({ where: { id: callback.token_id }, data: { expiresAt: new Date(Date.now() - 1000) } });
+  const grants = idp.grants.filter((g) => g === "refresh_token").length;
+  const res = await t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: "revoking", scopes: ["openid"] } });
+  expect(res.body.status, res.text).toBe("token_expired");
+  expect(idp.grants.filter((g) => g === "refresh_token").length).toBe(grants);
+  expect(received).toEqual([]);
+});
+
 it("revokes a deleted provider's tokens only at the revocation endpoint they were issued under, and only if it still has it", async () => {
   await addProvider(t, idp, ws.apiKey, "deleted", { revocation_url: `${idp.issuer}/token/revocation` });
   const { callback } = await authorize(t, idp, ws.apiKey, "deleted", ["openid"]);
@@ -113,7 +125,7 @@ it("exchanges a flow's code nowhere once the token endpoint has changed since th
   const code = back.searchParams.get("code")!;
   const callback = await t.request("GET", pathOf(back));
   expect(callback.status, callback.text).toBe(400);
-  expect(callback.body.detail).toMatch(/token endpoint changed since this authorization began/);
+  expect(callback.body.detail).toMatch(/token or revocation endpoint changed since this authorization began/);
   expect(sentElsewhere(code)).toEqual([]);
 
   // A flow begun under Mallory's endpoint, which an administrator then repairs with a new secret:
