@@ -55,6 +55,12 @@ export interface DiscoveredProvider {
   unregister(): Promise<boolean>;
 }
 
+/**
+ * The issuer a provider's answers (their `iss`, their ID tokens') are checked against: the one it
+ * names, else, for a provider configured by hand, its authorization endpoint's origin.
+ */
+export const expectedIssuer = (p: { issuer: string | null; authUrl: string }): string => p.issuer ?? new URL(p.authUrl).origin;
+
 /** Seconds each request to an OAuth provider may take (the client's `timeoutSeconds` in the service). */
 export const PROVIDER_TIMEOUT_SECONDS = 10;
 
@@ -246,9 +252,7 @@ export class OAuthClient {
 
   private configuration(p: ProviderEndpoints): oidc.Configuration {
     const server: oidc.ServerMetadata = {
-      // A provider configured by hand names no issuer: its authorization endpoint's origin stands in
-      // (it is also what an `iss` in its answers is compared with).
-      issuer: p.issuer ?? new URL(p.authUrl).origin,
+      issuer: expectedIssuer(p),
       authorization_endpoint: p.authUrl,
       token_endpoint: p.tokenUrl,
       ...(p.revocationUrl && { revocation_endpoint: p.revocationUrl }),

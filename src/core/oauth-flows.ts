@@ -204,7 +204,7 @@ export class FlowService {
       if (!stillAt(provider, flow)) {
         throw badRequest("The provider's token or revocation endpoint changed since this authorization began: start a new one with POST /v2/auth/authenticate.");
       }
-      tokens = await this.client.exchange(endpointsOf(this.deps.secrets, provider), callbackUrl, {
+      tokens = await this.client.exchange(endpointsOf(this.deps.secrets, provider, flow), callbackUrl, {
         state: query.state,
         codeVerifier: flow.codeVerifier ? this.deps.secrets.open(flow.codeVerifier) : null,
         redirectUri: flow.redirectUri,

@@ -4,7 +4,7 @@ import type { Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, conflict, notFound } from "./errors.js";
 import { inOrder, uuidsOnly } from "./batch-reads.js";
-import type { OAuthClient, ProviderEndpoints } from "./oauth-client.js";
+import { expectedIssuer, type OAuthClient, type ProviderEndpoints } from "./oauth-client.js";
 import type { TokenVault } from "./oauth-tokens.js";
 import { type KeysetArgs, type KeysetPage, keysetPage, newestFirst } from "./pagination.js";
 import { isUniqueViolation } from "./prisma-errors.js";
@@ -34,17 +34,19 @@ export function redirectUri(settings: OAuthSettings, origin: string | null, prov
 }
 
 /**
- * The endpoints a grant (a flow's code, the token it makes) began under: the provider's token and
- * revocation endpoints when its owner began to authorize; flows and tokens keep them (their tokenUrl
- * and revocationUrl). A provider is its workspace's, and any caller of it may change them since; the
- * grant is its owner's alone. It is sent, with the provider's client credentials, only where it began
- * and only while the provider still has those endpoints (stillAt): not to an endpoint set since, nor
- * with a client secret set since to an endpoint the provider no longer has.
+ * What a grant (a flow's code, the token it makes) began under: the provider's token and revocation
+ * endpoints when its owner began to authorize, and the issuer its answers are checked against;
+ * flows and tokens keep them. A provider is its workspace's, and any caller of it may change them
+ * since; the grant is its owner's alone. It is sent, with the provider's client credentials, only
+ * where it began and only while the provider still has those endpoints (stillAt): not to an
+ * endpoint set since, nor with a client secret set since to an endpoint the provider no longer has.
+ * Its answers are checked against its own issuer (null for grants from before it was kept: the
+ * provider's), so that auth_url moved since to another name of the server does not refuse them.
  */
-export type GrantEndpoints = Pick<OAuthProvider, "tokenUrl" | "revocationUrl">;
+export type GrantEndpoints = Pick<OAuthProvider, "tokenUrl" | "revocationUrl" | "issuer">;
 
-/** The provider's endpoints now, as a grant begun now keeps them. */
-export const grantEndpointsOf = (p: OAuthProvider): GrantEndpoints => ({ tokenUrl: p.tokenUrl, revocationUrl: p.revocationUrl });
+/** What a grant begun now keeps of the provider. */
+export const grantEndpointsOf = (p: OAuthProvider): GrantEndpoints => ({ tokenUrl: p.tokenUrl, revocationUrl: p.revocationUrl, issuer: expectedIssuer(p) });
 
 /**
  * Whether the provider still has the endpoints the grant began under, both: an exchange or refresh
@@ -53,15 +55,15 @@ export const grantEndpointsOf = (p: OAuthProvider): GrantEndpoints => ({ tokenUr
  */
 export const stillAt = (p: OAuthProvider, grant: GrantEndpoints): boolean => p.tokenUrl === grant.tokenUrl && p.revocationUrl === grant.revocationUrl;
 
-/** What the OAuth client needs of a provider row, its client secret opened. */
-export const endpointsOf = (secrets: SecretBox, p: OAuthProvider): ProviderEndpoints => ({
+/** What the OAuth client needs of a provider row, its client secret opened; for a grant, checked against its issuer. */
+export const endpointsOf = (secrets: SecretBox, p: OAuthProvider, grant?: GrantEndpoints): ProviderEndpoints => ({
   providerId: p.providerId,
   clientId: p.clientId,
   clientSecret: p.clientSecret ? secrets.open(p.clientSecret) : null,
   authUrl: p.authUrl,
   tokenUrl: p.tokenUrl,
   revocationUrl: p.revocationUrl,
-  issuer: p.issuer,
+  issuer: grant?.issuer ?? p.issuer,
   tokenEndpointAuthMethod: p.tokenEndpointAuthMethod,
 });
 

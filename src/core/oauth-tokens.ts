@@ -187,6 +187,7 @@ export class TokenVault {
         isDefault: options.isDefault,
         tokenUrl: options.grant.tokenUrl,
         revocationUrl: options.grant.revocationUrl,
+        issuer: options.grant.issuer,
       },
     });
   }
@@ -281,7 +282,7 @@ export class TokenVault {
     const refreshToken = this.deps.secrets.open(token.refreshToken!);
     let refreshed: TokenSet;
     try {
-      refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider), refreshToken);
+      refreshed = await this.client.refresh(endpointsOf(this.deps.secrets, provider, token), refreshToken);
     } catch (err) {
       // Given up: another hand-out may try. (Should this fail, the claim runs out by itself.)
       await this.deps
@@ -386,7 +387,7 @@ export class TokenVault {
       return;
     }
     try {
-      const revoked = await this.client.revoke(endpointsOf(this.deps.secrets, provider), value(), hint);
+      const revoked = await this.client.revoke(endpointsOf(this.deps.secrets, provider, grant), value(), hint);
       if (!revoked) this.settings.logger.info(about, "oauth: the provider has no revocation endpoint; the token is only forgotten");
     } catch (err) {
       this.settings.logger.warn({ ...about, reason: err instanceof Error ? err.message : "unknown" }, "oauth: could not revoke a token at its provider; it is forgotten all the same");

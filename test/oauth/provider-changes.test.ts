@@ -4,7 +4,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
 import { closeNow, listenLocally } from "../support/local-server.js";
-import { accessTokenOf, addProvider, authorize, OAUTH_ENV, pathOf } from "../support/oauth.js";
+import { accessTokenOf, addProvider, authorize, OAUTH_ENV, pathOf, TOKEN_ANSWERS } from "../support/oauth.js";
 import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
 
 /**
@@ -153,4 +153,26 @@ it("uses a provider's new endpoints for tokens its owners authorize after the ch
   expect(idp.grants.filter((g) => g === "refresh_token").length).toBe(grants + 1);
   const token = await t.app.db.prisma.oAuthToken.findUniqueOrThrow({ where: { id: callback.token_id } });
   expect(token.tokenUrl).toBe(`${moved}/token`);
+});
+
+// A provider configured by hand names no issuer: its authorization endpoint's origin stands in, and
+// an answer's `iss` (and an ID token's) is checked against it. A grant is checked against the one it
+// began under: moving auth_url to another name of the same server breaks neither a flow in progress
+// nor a token's refresh (which a provider that rotates refresh tokens would otherwise have spent).
+it("checks a grant's answers against the issuer it began under, whatever auth_url has become since", async () => {
+  await addProvider(t, idp, ws.apiKey, "renamed");
+  const { callback } = await authorize(t, idp, ws.apiKey, "renamed", ["openid"]);
+  const started = await t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: "renamed", scopes: ["openid"], force_new: true } });
+  expect(started.status, started.text).toBe(200);
+  const back = await idp.follow(started.body.url);
+  const moved = idp.issuer.replace("127.0.0.1", "localhost");
+  const patched = await t.request("PATCH", "/v2/auth/providers/renamed", { key: ws.apiKey, body: { auth_url: `${moved}/auth` } });
+  expect(patched.status, patched.text).toBe(200);
+
+  const completed = await t.request("GET", pathOf(back));
+  expect(completed.status, completed.text).toBe(200);
+  await t.app.db.prisma.oAuthToken.update({ where: { id: callback.token_id }, data: { expiresAt: new Date(Date.now() - 1000) } });
+  const refreshed = await t.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: "renamed", scopes: ["openid"], token_id: callback.token_id } });
+  expect(refreshed.body.status, refreshed.text).toBe("completed");
+  t.guard.secret(refreshed.body.token, { shownIn: TOKEN_ANSWERS });
 });
