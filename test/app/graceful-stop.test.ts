@@ -1,11 +1,8 @@
-import { mkdtempSync, rmSync } from "node:fs";
 import { type IncomingMessage, request } from "node:http";
-import { tmpdir } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { type Database, openDatabase } from "../../src/db/client.js";
-import { createTestDatabase, seededDataDir, startTestApp } from "../support/app.js";
+import type { Database } from "../../src/db/client.js";
+import { onThisRunsBackend, startTestApp, THIS_RUNS_BACKEND } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
 import { holdNextCreation } from "../support/transaction-hold.js";
 import { waitFor } from "../support/wait.js";
@@ -107,27 +104,8 @@ async function scenario(env: Record<string, string>, open: () => Promise<Databas
   }
 }
 
-// Each run stops the backend it tests: PGlite in a plain run, PostgreSQL when TEST_DATABASE_URL is set.
 describe("SIGTERM with an SSE subscription open", () => {
-  it.skipIf(process.env.TEST_DATABASE_URL)("on PGlite: ends the stream, hands the step back and exits 0", async () => {
-    const dataDir = seededDataDir("dcp-stop-");
-    try {
-      await scenario({ DATA_DIR: dataDir }, () => openDatabase({ kind: "pglite", dataDir: `${dataDir}/pglite` }));
-    } finally {
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-  }, 180_000);
-
-  it.skipIf(!process.env.TEST_DATABASE_URL)("on PostgreSQL: ends the stream, hands the step back and exits 0", async () => {
-    const database = await createTestDatabase();
-    if (!("url" in database)) throw new Error("expected a PostgreSQL database");
-    const dataDir = mkdtempSync(join(tmpdir(), "dcp-stop-"));
-    try {
-      await scenario({ DATABASE_URL: database.url, DATA_DIR: dataDir }, () => openDatabase({ kind: "postgres", url: database.url }));
-    } finally {
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-  }, 180_000);
+  it(`on ${THIS_RUNS_BACKEND}: ends the stream, hands the step back and exits 0`, () => onThisRunsBackend("dcp-stop-", scenario), 180_000);
 });
 
 // Past waitFor's deadline (30 s), so that a failure says what it waited for.

@@ -1,11 +1,8 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
-import { type Database, openDatabase } from "../../src/db/client.js";
+import type { Database } from "../../src/db/client.js";
 import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/core/revision-machine.js";
-import { createTestDatabase, seededDataDir } from "../support/app.js";
+import { onThisRunsBackend, THIS_RUNS_BACKEND } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
 import { listenerBody } from "../support/fixtures.js";
 
@@ -225,26 +222,6 @@ async function verify(db: Database, known: Known) {
   }
 }
 
-// Each test run crashes the backend it tests: PGlite in a plain run, PostgreSQL when TEST_DATABASE_URL is set.
 describe("SIGKILL in every pipeline status, then restart", () => {
-  it.skipIf(process.env.TEST_DATABASE_URL)("on PGlite with a data directory", async () => {
-    // Seeded with the migrated database: the server's first start skips initdb and migrations.
-    const dataDir = seededDataDir("dcp-crash-");
-    try {
-      await scenario({ DATA_DIR: dataDir }, () => openDatabase({ kind: "pglite", dataDir: `${dataDir}/pglite` }));
-    } finally {
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-  }, 420_000);
-
-  it.skipIf(!process.env.TEST_DATABASE_URL)("on PostgreSQL", async () => {
-    const database = await createTestDatabase();
-    if (!("url" in database)) throw new Error("expected a PostgreSQL database");
-    const dataDir = mkdtempSync(join(tmpdir(), "dcp-crash-"));
-    try {
-      await scenario({ DATABASE_URL: database.url, DATA_DIR: dataDir }, () => openDatabase({ kind: "postgres", url: database.url }));
-    } finally {
-      rmSync(dataDir, { recursive: true, force: true });
-    }
-  }, 420_000);
+  it(`on ${THIS_RUNS_BACKEND}`, () => onThisRunsBackend("dcp-crash-", scenario), 420_000);
 });

@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { cpSync, mkdtempSync, readFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inject } from "vitest";
 import { type App, type BuildOptions, buildApp } from "../../src/app.js";
 import { loadConfig } from "../../src/config.js";
+import { type Database, openDatabase } from "../../src/db/client.js";
 import { createWorkspace, type NewWorkspace } from "../../src/core/workspaces.js";
 import { createLogger } from "../../src/logger.js";
 import { adminQuery, withDatabase } from "./global-setup.js";
@@ -42,6 +43,27 @@ export function seededDataDir(prefix = "dcp-seeded-"): string {
   if (prepared) cpSync(prepared, dataDir, { recursive: true });
   return dataDir;
 }
+
+/**
+ * Runs `scenario` (a server process of its own, started with `env`) on the backend this run tests:
+ * PGlite in a plain run, in a data directory seeded with the migrated database (the server's first
+ * start skips initdb and migrations); PostgreSQL when TEST_DATABASE_URL is set, in a database of its
+ * own. `open` opens that database beside the server. The data directory is removed afterwards.
+ */
+export async function onThisRunsBackend(prefix: string, scenario: (env: Record<string, string>, open: () => Promise<Database>) => Promise<void>): Promise<void> {
+  const postgres = process.env.TEST_DATABASE_URL ? await createTestDatabase() : null;
+  if (postgres && !("url" in postgres)) throw new Error("expected a PostgreSQL database");
+  const dataDir = postgres ? mkdtempSync(join(tmpdir(), prefix)) : seededDataDir(prefix);
+  try {
+    if (postgres) await scenario({ DATABASE_URL: postgres.url, DATA_DIR: dataDir }, () => openDatabase({ kind: "postgres", url: postgres.url }));
+    else await scenario({ DATA_DIR: dataDir }, () => openDatabase({ kind: "pglite", dataDir: `${dataDir}/pglite` }));
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** The backend this run tests, as test names say it. */
+export const THIS_RUNS_BACKEND = process.env.TEST_DATABASE_URL ? "PostgreSQL" : "PGlite";
 
 export interface TestApp {
   /** Its fetch is watched by the guard (a server started with app.start() is not). */
