@@ -95,9 +95,19 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           addresses.set(ctx.extra.socket, address);
           return true;
         } catch (err) {
-          if (!(err instanceof CoreError)) throw err;
-          if (err.code === "UNAUTHENTICATED") limits.authenticationFailed(address);
-          refuse(ctx.extra.socket, err);
+          const refusal = unavailableAsCoreError(err);
+          if (!(refusal instanceof CoreError)) {
+            closeOnFault(ctx.extra.socket, err, logger);
+            return false;
+          }
+          if (refusal.code === "UNAVAILABLE") {
+            // Neither the client's fault nor a final answer: graphql-ws clients connect again after 1013.
+            logger.warn({ reason: (err as Error).message }, "graphql-ws: database unavailable while a connection authenticated");
+            ctx.extra.socket.close(TRY_AGAIN_LATER, refusal.message);
+            return false;
+          }
+          if (refusal.code === "UNAUTHENTICATED") limits.authenticationFailed(address);
+          refuse(ctx.extra.socket, refusal);
           return false;
         }
       },
@@ -131,7 +141,10 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           tenant = await core.auth.authenticate(credentialsFrom(paramsAsHeaders(ctx.connectionParams)));
         } catch (err) {
           const refusal = unavailableAsCoreError(err);
-          if (!(refusal instanceof CoreError)) throw err;
+          if (!(refusal instanceof CoreError)) {
+            closeOnFault(ctx.extra.socket, err, logger);
+            return [new GraphQLError(MASKED_ERROR_MESSAGE)];
+          }
           // No longer valid (revoked, expired): refused as the connection would be now. A lost
           // database refuses this operation only, with its code (masked in onError), to be retried.
           // A failed authentication, as at connection time (and as a 401 over HTTP).
@@ -208,6 +221,19 @@ function maskedError(error: GraphQLError, production: boolean, logger: Logger): 
 function refuse(socket: WebSocket, refusal: CoreError): void {
   socket.close(refusal.code === "FORBIDDEN" ? CloseCode.Forbidden : CloseCode.Unauthorized, refusal.message);
 }
+
+/**
+ * A fault of the service's own (a bug, not the client's doing nor a lost database): logged with its
+ * details, the socket closed as graphql-ws would (4500) but without its message, and without
+ * graphql-ws's own report, which writes the raw error to stderr around the service's log.
+ */
+function closeOnFault(socket: WebSocket, err: unknown, logger: Logger): void {
+  logger.error({ err }, "graphql-ws: unexpected error");
+  socket.close(CloseCode.InternalServerError, "Internal server error");
+}
+
+/** WebSocket's "Try Again Later": graphql-ws clients connect again after it (4500 they take as final). */
+const TRY_AGAIN_LATER = 1013;
 
 /** The close code of a socket whose address has spent its failed authentications (429, as over HTTP). */
 const TOO_MANY_FAILURES = 4429;

@@ -272,6 +272,49 @@ describe("a GraphQL server disposed of (the app stopping)", () => {
   });
 });
 
+describe("a graphql-ws authentication that fails other than by its credentials", { timeout: 90_000 }, () => {
+  it("closes the socket as one to retry (1013), not as a fault clients give up on (4500), and logs it as the service logs", async () => {
+    const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+    const authenticate = vi.spyOn(t.app.core.auth, "authenticate").mockRejectedValueOnce(lost);
+    const consoleError = vi.spyOn(console, "error");
+    const client = wsClient(url, ws.apiKey);
+    try {
+      expect(await endOf(subscribeWs(client, VIEWER, {}).done, "the refused connection")).toEqual({
+        code: 1013,
+        reason: "The database is unavailable; retry shortly.",
+      });
+      expect(consoleError).not.toHaveBeenCalled();
+    } finally {
+      authenticate.mockRestore();
+      consoleError.mockRestore();
+      await client.dispose();
+    }
+    // What a client does on 1013: connect again, which works once the database is back.
+    const again = wsClient(url, ws.apiKey);
+    try {
+      expect(await viewer(again)).toEqual([{ data: { viewer: { uuid: ws.workspaceId } } }]);
+    } finally {
+      await again.dispose();
+    }
+  });
+
+  it.each(["the connection", "an operation"])("closes the socket as a fault (4500, its details logged, not written to stderr) when %s's authentication fails otherwise", async (failing) => {
+    const consoleError = vi.spyOn(console, "error");
+    const client = wsClient(url, ws.apiKey);
+    // The operation's authentication is the second: the connection's has passed.
+    if (failing === "an operation") expect(await viewer(client)).toEqual([{ data: { viewer: { uuid: ws.workspaceId } } }]);
+    const authenticate = vi.spyOn(t.app.core.auth, "authenticate").mockRejectedValueOnce(new TypeError("a bug"));
+    try {
+      expect(await endOf(subscribeWs(client, VIEWER, {}).done, `the end of ${failing}`)).toEqual({ code: 4500, reason: "Internal server error" });
+      expect(consoleError).not.toHaveBeenCalled();
+    } finally {
+      authenticate.mockRestore();
+      consoleError.mockRestore();
+      await client.dispose();
+    }
+  });
+});
+
 describe("a database lost while an operation is authenticated", { timeout: 90_000 }, () => {
   it("refuses that operation only (SERVICE_UNAVAILABLE, to retry): the socket stays open", async () => {
     const client = wsClient(url, ws.apiKey);
