@@ -2,8 +2,9 @@ import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { CONNECT_TIMEOUT_MS, KEEPALIVE_IDLE_MS } from "../db/client.js";
 import type { Logger } from "../logger.js";
-import { MemoryEventBus } from "./memory.js";
-import { type DomainEvent, type EventBus, type Unsubscribe } from "./types.js";
+import { z } from "zod";
+import { loggedSubscriberErrors, MemoryEventBus } from "./memory.js";
+import { type DomainEvent, DomainEventSchema, type EventBus, type Unsubscribe } from "./types.js";
 
 /** The one channel every replica listens on; subscribers filter by topic locally. */
 export const CHANNEL = "dcp_events";
@@ -18,13 +19,15 @@ export const LISTENER_APPLICATION_NAME = "dcp-events";
 export const LIVENESS_EVERY_MS = 10_000;
 export const LIVENESS_TIMEOUT_MS = 10_000;
 
-interface Envelope {
+/** A notification's payload. */
+const EnvelopeSchema = z.object({
   /** The publishing replica, which has already delivered the event to its own subscribers. */
-  o: string;
-  e: DomainEvent;
+  o: z.string(),
+  e: DomainEventSchema,
   /** When it was published (ms since the epoch): the receiver's lag. */
-  t?: number;
-}
+  t: z.number().optional(),
+});
+type Envelope = z.infer<typeof EnvelopeSchema>;
 
 /**
  * Cross-replica events over PostgreSQL LISTEN/NOTIFY. Each replica delivers its own publications at
@@ -35,7 +38,7 @@ interface Envelope {
  * which covers every change whose notification was lost (a change committed later is notified).
  */
 export class PostgresEventBus implements EventBus {
-  private readonly local = new MemoryEventBus();
+  private readonly local: MemoryEventBus;
   private readonly origin = randomUUID();
   private client: pg.Client | null = null;
   private closed = false;
@@ -52,7 +55,9 @@ export class PostgresEventBus implements EventBus {
     private readonly logger: Logger,
     /** Told the seconds from another replica's publication to its delivery here (metrics). */
     private readonly observeLag?: (seconds: number) => void,
-  ) {}
+  ) {
+    this.local = new MemoryEventBus(loggedSubscriberErrors(logger));
+  }
 
   /** Connects the listening session; resolves once LISTEN is in effect. */
   async start(): Promise<void> {
@@ -128,20 +133,14 @@ export class PostgresEventBus implements EventBus {
 
   private receive(channel: string, payload: string | undefined) {
     if (channel !== CHANNEL || !payload) return;
-    let envelope: Envelope;
-    try {
-      envelope = JSON.parse(payload) as Envelope;
-    } catch {
+    const envelope = envelopeOf(payload);
+    if (!envelope) {
       this.logger.warn({ channel }, "events: ignored a malformed notification");
       return;
     }
-    if (envelope.o === this.origin || !envelope.e) return;
-    if (typeof envelope.t === "number") this.observeLag?.(Math.max(0, Date.now() - envelope.t) / 1000);
-    try {
-      this.local.deliver(envelope.e);
-    } catch (err) {
-      this.logger.error({ err, event: envelope.e.type }, "events: a subscriber failed");
-    }
+    if (envelope.o === this.origin) return;
+    if (envelope.t !== undefined) this.observeLag?.(Math.max(0, Date.now() - envelope.t) / 1000);
+    this.local.deliver(envelope.e);
   }
 
   private lost(client: pg.Client) {
@@ -196,5 +195,15 @@ export class PostgresEventBus implements EventBus {
   /** Whether the listening session is up (readiness, tests). */
   get listening(): boolean {
     return this.client !== null;
+  }
+}
+
+/** A notification's envelope, or null for one that is not JSON, not an envelope, or of an event this version does not know. */
+function envelopeOf(payload: string): Envelope | null {
+  try {
+    const parsed = EnvelopeSchema.safeParse(JSON.parse(payload));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
   }
 }

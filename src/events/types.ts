@@ -1,16 +1,24 @@
+import { z } from "zod";
+
+const ids = { workspaceId: z.string(), deploymentId: z.string() };
+
 /**
  * What core publishes after each committed change. Events carry ids and the new status only:
- * subscribers refetch what they show, so a payload stays far under NOTIFY's 8000-byte limit.
+ * subscribers refetch what they show, so a payload stays far under NOTIFY's 8000-byte limit. The
+ * schema also reads what other replicas send (events/postgres.ts): one of another version, or any
+ * session of the database's, may send what this one does not know, which is then dropped.
  */
-export type DomainEvent =
-  | { type: "revision.status"; workspaceId: string; deploymentId: string; revisionId: string; status: string }
-  | { type: "deployment.revisions"; workspaceId: string; deploymentId: string; revisionId: string }
-  | { type: "deployment.status"; workspaceId: string; deploymentId: string; status: string }
+export const DomainEventSchema = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("revision.status"), ...ids, revisionId: z.string(), status: z.string() }),
+  z.object({ type: z.literal("deployment.revisions"), ...ids, revisionId: z.string() }),
+  z.object({ type: z.literal("deployment.status"), ...ids, status: z.string() }),
   /** New lines in a revision's build or deploy log (lines a status change writes come with revision.status). */
-  | { type: "revision.logs"; workspaceId: string; deploymentId: string; revisionId: string; kind: "build" | "deploy" }
-  | { type: "oauth.flow"; workspaceId: string; flowId: string; status: string }
+  z.object({ type: z.literal("revision.logs"), ...ids, revisionId: z.string(), kind: z.enum(["build", "deploy"]) }),
+  z.object({ type: z.literal("oauth.flow"), workspaceId: z.string(), flowId: z.string(), status: z.string() }),
   /** A key was revoked: every replica drops it from its authentication cache at once. */
-  | { type: "api_key.revoked"; workspaceId: string | null; keyId: string };
+  z.object({ type: z.literal("api_key.revoked"), workspaceId: z.string().nullable(), keyId: z.string() }),
+]);
+export type DomainEvent = z.infer<typeof DomainEventSchema>;
 
 /** The topic an event is delivered on; subscribers name topics with the same helpers. */
 export const topics = {

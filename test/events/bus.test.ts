@@ -69,6 +69,31 @@ describe("in-process event bus", () => {
     expect(events).toHaveLength(1);
   });
 
+  it("delivers to every subscriber even if one throws, and reports the error rather than throwing it to the publisher", async () => {
+    const failures: unknown[] = [];
+    const bus = new MemoryEventBus((err) => failures.push(err));
+    const seen: DomainEvent[] = [];
+    bus.subscribe(topics.revision("r1"), () => {
+      throw new Error("a failing subscriber");
+    });
+    bus.subscribe(topics.revision("r1"), (e) => seen.push(e));
+    const status: DomainEvent = { type: "revision.status", ...ids, status: "QUEUED" };
+    // The publisher's change is committed already: a subscriber's fault is not its failure.
+    await expect(bus.publish(status)).resolves.toBeUndefined();
+    expect(seen).toEqual([status]);
+    expect(failures).toEqual([new Error("a failing subscriber")]);
+
+    // Without a place to report to (a test's bus), the error is thrown once every subscriber is told.
+    const strict = new MemoryEventBus();
+    const told: DomainEvent[] = [];
+    strict.subscribe(topics.revision("r1"), () => {
+      throw new Error("a failing subscriber");
+    });
+    strict.subscribe(topics.revision("r1"), (e) => told.push(e));
+    await expect(strict.publish(status)).rejects.toThrow("a failing subscriber");
+    expect(told).toEqual([status]);
+  });
+
   it("is the bus of an embedded (PGlite) app; a PostgreSQL app gets LISTEN/NOTIFY", async () => {
     const t = await startTestApp({ PIPELINE_WORKER: "off" });
     try {
@@ -151,7 +176,18 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
 
   it("ignores malformed notifications and keeps delivering", async () => {
     const onB = collect(b, topics.revision("x2"));
-    await adminQuery(dbUrl, "SELECT pg_notify($1, 'not json'), pg_notify($1, '{\"o\":\"someone\"}')", [CHANNEL]);
+    // Neither JSON, nor an envelope, nor an event this version knows (a replica of another version,
+    // or any session of the database's, may send them): each dropped, none delivered, none thrown.
+    const malformed = [
+      "not json",
+      "null",
+      "1",
+      '{"o":"someone"}',
+      '{"o":"someone","e":"revision.status"}',
+      '{"o":"someone","e":{"type":"revision.status","revisionId":"x2"}}',
+      '{"o":"someone","e":{"type":"revision.renamed","workspaceId":"w","deploymentId":"d","revisionId":"x2"}}',
+    ];
+    await adminQuery(dbUrl, `SELECT ${malformed.map((_, i) => `pg_notify($1, $${i + 2})`).join(", ")}`, [CHANNEL, ...malformed]);
     const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId: "x2", status: "DEPLOYED" };
     await a.app.core.deps.events.publish(event);
     await waitFor(async () => onB.seen.length, (n) => n === 1);
