@@ -49,7 +49,9 @@ const forbidden = (msg: string) => new CoreError("FORBIDDEN", msg);
  */
 const claimsSchema = z.object({
   tenant_id: z.uuid(),
-  sub: z.string().min(1).max(255).refine(isStorable).optional(),
+  // Required: the subject is the caller (its OAuth tokens, idempotency keys, rate and subscriptions),
+  // and tokens without one would all be a single caller.
+  sub: z.string().min(1).max(255).refine(isStorable),
   exp: z.number(),
   iat: z.number().optional(),
 });
@@ -292,7 +294,7 @@ export class Authenticator {
     }
     const organizationId = await this.workspaceOrganization(workspaceId);
     if (!organizationId) throw unauthenticated("The token's workspace does not exist.");
-    return { organizationId, workspaceId, actor: `user:${claims.sub ?? "unknown"}`, expiresAt: claims.exp * 1000 };
+    return { organizationId, workspaceId, actor: `user:${claims.sub}`, expiresAt: claims.exp * 1000 };
   }
 
   /**

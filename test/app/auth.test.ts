@@ -143,6 +143,8 @@ describe("Authorization: Bearer", () => {
       "tenant_id not a uuid": await sign({ tenant_id: "acme", sub: "u" }),
       "unknown workspace": await sign({ tenant_id: randomUUID(), sub: "u" }),
       "no exp (tokens must expire)": await sign({ tenant_id: bound.workspaceId, sub: "u" }),
+      // Every such token would be one caller, the owner of one another's OAuth tokens and idempotency keys.
+      "no sub (tokens name their user)": await sign({ tenant_id: bound.workspaceId }, { expires: "5m" }),
       garbage: "a.b.c",
     };
     const valid = await sign({ tenant_id: bound.workspaceId, sub: "u" }, { expires: "5m" });
