@@ -59,6 +59,17 @@ const CASES: { name: string; query: string; variables: (id: string, s: string) =
     query: `mutation($id: ID!) { deploymentUpdate(id: $id, input: { revisionSource: [{ name: "A", value: "S" }] }) { ${PAYLOAD} } }`,
     variables: (id) => ({ id }),
   },
+  // An authorization code and its flow's state: whoever reads them can finish the caller's flow.
+  {
+    name: "an OAuthFinalizeInput variable with an unknown field (its code)",
+    query: `mutation($i: OAuthFinalizeInput!) { oauthFinalize(providerId: "p", input: $i) { userErrors { message } } }`,
+    variables: (_id, s) => ({ i: { code: s, state: "a-state", extra: 1 } }),
+  },
+  {
+    name: "an OAuthFinalizeInput variable with an unknown field (its state)",
+    query: `mutation($i: OAuthFinalizeInput!) { oauthFinalize(providerId: "p", input: $i) { userErrors { message } } }`,
+    variables: (_id, s) => ({ i: { code: "a-code", state: s, extra: 1 } }),
+  },
 ];
 
 const ON_WS = `mutation($id: ID!, $s: [SecretInput!]) { deploymentUpdate(id: $id, input: { secrets: $s }) { ${PAYLOAD} } }`;

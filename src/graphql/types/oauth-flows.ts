@@ -1,3 +1,4 @@
+import { SECRET_FIELD } from "../redact.js";
 import { type FlowStatus, flowStatus, type OAuthFlow } from "../../core/oauth-flows.js";
 import type { OAuthToken } from "../../core/oauth-tokens.js";
 import { builder } from "../builder.js";
@@ -58,7 +59,8 @@ const AuthenticateInput = builder.inputType("OAuthAuthenticateInput", {
 });
 
 const FinalizeInput = builder.inputType("OAuthFinalizeInput", {
-  fields: (t) => ({ code: t.string({ required: true }), state: t.string({ required: true }) }),
+  // Secrets until used: whoever reads them can finish the caller's flow (never quoted in an error or a log line).
+  fields: (t) => ({ code: t.string({ required: true, extensions: SECRET_FIELD }), state: t.string({ required: true, extensions: SECRET_FIELD }) }),
 });
 
 interface AuthenticatePayload {
