@@ -48,13 +48,14 @@ export function createCore(
   const oauthClient = new OAuthClient({ allowHttp: options.oauth.allowHttp, timeoutSeconds: PROVIDER_TIMEOUT_SECONDS });
   const oauthTokens = new TokenVault(deps, options.oauth, oauthClient);
   const oauthProviders = new ProviderService(deps, options.oauth, oauthClient, oauthTokens);
+  const auth = new Authenticator(
+    deps.prisma,
+    { jwtSecret: options.jwtSecret, maxTokenLifetimeSeconds: options.maxTokenLifetimeSeconds, logger: options.authLogger },
+    deps.events,
+  );
   return {
     deps,
-    auth: new Authenticator(
-      deps.prisma,
-      { jwtSecret: options.jwtSecret, maxTokenLifetimeSeconds: options.maxTokenLifetimeSeconds, logger: options.authLogger },
-      deps.events,
-    ),
+    auth,
     /** API keys after the first start (npm run keys): hashes only; revocation reaches every replica. */
     apiKeys: new ApiKeyService(deps.prisma, deps.events),
     listeners: new ListenerService(deps),
@@ -65,7 +66,7 @@ export function createCore(
     /** The agents' OAuth service: providers, the token vault, authorization flows. */
     oauthProviders,
     oauthTokens,
-    oauthFlows: new FlowService(deps, options.oauth, oauthClient, oauthProviders, oauthTokens, subscriptions),
+    oauthFlows: new FlowService(deps, options.oauth, oauthClient, oauthProviders, oauthTokens, subscriptions, auth),
     /** Idempotency-Key on POSTs: the first answer, replayed. */
     idempotency: new IdempotencyService(deps, options.idempotencyFingerprintKey),
     /** Batch loads, counts and per-parent pages for the GraphQL face's DataLoaders. */

@@ -1,7 +1,8 @@
 import { topics } from "../events/types.js";
-import type { Tenant } from "./auth.js";
+import { type Authenticator, REVOKED_KEY_MESSAGE, type Tenant } from "./auth.js";
+import { EXPIRED_TOKEN_MESSAGE, whenExpired } from "./credential-expiry.js";
 import type { CoreDeps } from "./context.js";
-import { notFound } from "./errors.js";
+import { CoreError, notFound } from "./errors.js";
 import { Channel, Wakeup, wakeOn } from "./feeds.js";
 import { ended, expiryOf, type FlowStore, flowStatus, isDone, type OAuthFlow } from "./oauth-flow-store.js";
 import type { TokenVault } from "./oauth-tokens.js";
@@ -31,19 +32,29 @@ export class FlowWaits {
     private readonly store: FlowStore,
     private readonly vault: TokenVault,
     private readonly subscriptions: SubscriptionQuota,
+    private readonly auth: Authenticator,
   ) {}
 
   /**
    * GET /v2/auth/wait/{auth_id}?timeout=: answers as soon as the caller's flow completes (with its
    * token), or after `timeout` seconds (at most MAX_WAIT_SECONDS) with `timeout`. A flow that failed
-   * or expired is a 400 saying why; another caller's flow, or none, is `not_found`.
+   * or expired is a 400 saying why; another caller's flow, or none, is `not_found`. The caller's
+   * credentials are held to the end: a key revoked or a bearer token expired meanwhile ends the wait
+   * at once with 401, as it ends the caller's streams, and no token is handed out past it.
    */
   async wait(tenant: Tenant, authId: string, query: unknown, signal?: AbortSignal): Promise<WaitResult> {
     const { timeout } = parseInput(waitQuerySchema, query, "query");
     const deadline = Date.now() + timeout * 1000;
     const wakeup = new Wakeup(RECHECK_MS);
     // Each wake-up reads the flow: a notification lost while the bus reconnected is covered by its resync.
-    const unsubscribe = wakeOn(this.deps.events, topics.oauthFlow(authId.toLowerCase()), tenant.workspaceId, wakeup);
+    const offFlow = wakeOn(this.deps.events, topics.oauthFlow(authId.toLowerCase()), tenant.workspaceId, wakeup);
+    const offRevoked = this.auth.onKeyRevoked(wakeup.ring);
+    const offExpired = whenExpired(tenant, wakeup.ring);
+    const unsubscribe = () => {
+      offFlow();
+      offRevoked();
+      offExpired();
+    };
     const signals = [this.stopping.signal, ...(signal ? [signal] : [])];
     let onAbort!: () => void;
     const aborted = new Promise<void>((resolve) => {
@@ -52,10 +63,16 @@ export class FlowWaits {
     });
     try {
       for (;;) {
+        this.stillAdmitted(tenant);
         const flow = await this.store.get(tenant, authId);
         if (!flow) return { status: "not_found", accessToken: null };
         const status = flowStatus(flow);
-        if (status === "completed") return { status, accessToken: await this.tokenOf(tenant, flow) };
+        if (status === "completed") {
+          const accessToken = await this.tokenOf(tenant, flow);
+          // A refresh may have taken a while: revoked or expired meanwhile, the token stays here.
+          this.stillAdmitted(tenant);
+          return { status, accessToken };
+        }
         // Stored as expired before the waiter is told so: an exchange still running cannot complete it after.
         if (status === "expired" && !(await this.store.expire(flow))) continue;
         if (status !== "pending") throw ended(flow, status);
@@ -72,6 +89,12 @@ export class FlowWaits {
       // The stop signal lives as long as the process: a listener left on it would keep this wait for good.
       for (const s of signals) s.removeEventListener("abort", onAbort);
     }
+  }
+
+  /** Throws UNAUTHENTICATED once the caller's key has been revoked (as handled here) or its bearer token has expired. */
+  private stillAdmitted(tenant: Tenant): void {
+    if (!this.auth.stillAdmitted(tenant.actor)) throw new CoreError("UNAUTHENTICATED", REVOKED_KEY_MESSAGE);
+    if (tenant.expiresAt !== undefined && tenant.expiresAt <= Date.now()) throw new CoreError("UNAUTHENTICATED", EXPIRED_TOKEN_MESSAGE);
   }
 
   /** Ends every wait in progress (the process is stopping); each answers with the flow as it is. */

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { calculatePKCECodeChallenge, randomPKCECodeVerifier } from "openid-client";
 import type { OAuthFlow, OAuthProvider, OAuthToken } from "../generated/prisma/client.js";
-import type { Tenant } from "./auth.js";
+import type { Authenticator, Tenant } from "./auth.js";
 import type { CoreDeps } from "./context.js";
 import { badRequest, CoreError, notFound } from "./errors.js";
 import type { OAuthClient } from "./oauth-client.js";
@@ -59,9 +59,10 @@ export class FlowService {
     private readonly providers: ProviderService,
     private readonly vault: TokenVault,
     subscriptions: SubscriptionQuota,
+    auth: Authenticator,
   ) {
     this.store = new FlowStore(deps);
-    this.waits = new FlowWaits(deps, this.store, vault, subscriptions);
+    this.waits = new FlowWaits(deps, this.store, vault, subscriptions, auth);
   }
 
   async authenticate(tenant: Tenant, body: unknown, origin: string | null): Promise<AuthenticateResult> {

@@ -1,6 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SignJWT } from "jose";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
-import { startTestApp, type TestApp } from "../support/app.js";
+import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
 import { accessTokenOf, addProvider, authorize, OAUTH_ENV, pathOf, TOKEN_ANSWERS } from "../support/oauth.js";
 import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
 
@@ -120,6 +121,50 @@ describe("the authorization-code flow", () => {
 });
 
 describe("waiting", () => {
+  /** Resolves once the service has taken the caller's long-poll (authenticated it, begun to wait). */
+  const waitTaken = (app: TestApp) =>
+    new Promise<void>((resolve) => {
+      const flows = app.app.core.oauthFlows;
+      const wait = flows.wait.bind(flows);
+      const spy = vi.spyOn(flows, "wait").mockImplementation((...args) => {
+        spy.mockRestore();
+        resolve();
+        return wait(...args);
+      });
+    });
+
+  it("ends a long-poll with 401 once its API key is revoked: the token it waits for is not handed out", async () => {
+    const mine = await t.workspace();
+    await addProvider(t, server, mine.apiKey, "idp");
+    const started = await t.request("POST", "/v2/auth/authenticate", { key: mine.apiKey, body: { provider: "idp", scopes: ["openid"] } });
+    const taken = waitTaken(t);
+    const waiting = t.request("GET", `/v2/auth/wait/${started.body.auth_id}?timeout=600`, { key: mine.apiKey });
+    await taken;
+    const key = (await t.app.core.apiKeys.list()).find((k) => k.workspaceId === mine.workspaceId)!;
+    await t.app.core.apiKeys.revoke(key.id);
+    // The user finishes the flow in the browser meanwhile.
+    const back = await t.request("GET", pathOf(await server.follow(started.body.url)));
+    expect(back.status, back.text).toBe(200);
+    const res = await waiting;
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual({ detail: "This API key has been revoked." });
+  });
+
+  it("ends a long-poll with 401 when its bearer token expires", async () => {
+    const mine = await t.workspace();
+    await addProvider(t, server, mine.apiKey, "idp");
+    const token = await new SignJWT({ tenant_id: mine.workspaceId, sub: "waiter" })
+      .setProtectedHeader({ alg: "HS256" })
+      .setExpirationTime(Math.floor(Date.now() / 1000) + 3)
+      .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+    const headers = { authorization: `Bearer ${token}` };
+    const started = await t.request("POST", "/v2/auth/authenticate", { headers, body: { provider: "idp", scopes: [] } });
+    expect(started.status, started.text).toBe(200);
+    const res = await t.request("GET", `/v2/auth/wait/${started.body.auth_id}?timeout=600`, { headers });
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual({ detail: "The bearer token has expired." });
+  });
+
   it("ends a long-poll when the service stops, instead of holding the shutdown", async () => {
     const other = await startTestApp({ ...OAUTH_ENV, PIPELINE_WORKER: "off" });
     const mine = await other.workspace();
