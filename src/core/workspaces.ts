@@ -1,6 +1,14 @@
 import { randomBytes } from "node:crypto";
 import type { PrismaClient } from "../db/client.js";
+import type { Prisma } from "../generated/prisma/client.js";
 import { hashApiKey, keyPrefix } from "./auth.js";
+
+
+/**
+ * Held (for its transaction) by whoever provisions at start-up: replicas starting together on one
+ * PostgreSQL take turns, so that the second sees what the first made instead of making it again.
+ */
+const BOOTSTRAP_LOCK = 0x64637062; // "dcpb"
 
 export interface NewWorkspace {
   organizationId: string;
@@ -10,14 +18,27 @@ export interface NewWorkspace {
 
 export const generateApiKey = () => `dcp_${randomBytes(24).toString("base64url")}`;
 
-/** Creates an organisation with one workspace and a key bound to it (or, orgWide, to the organisation). */
-export async function createWorkspace(
-  prisma: PrismaClient,
-  options: { name?: string; workspaceId?: string; apiKey?: string; orgWide?: boolean; keyName?: string } = {},
-): Promise<NewWorkspace> {
+/**
+ * Creates an organisation with one workspace and a key bound to it (or, orgWide, to the
+ * organisation), in one transaction: a key that cannot be made (its hash taken) leaves no workspace.
+ */
+export function createWorkspace(prisma: PrismaClient, options: WorkspaceOptions = {}): Promise<NewWorkspace> {
+  return prisma.$transaction((tx) => createWorkspaceIn(tx, options));
+}
+
+interface WorkspaceOptions {
+  name?: string;
+  workspaceId?: string;
+  apiKey?: string;
+  orgWide?: boolean;
+  keyName?: string;
+}
+
+/** createWorkspace, within a transaction of the caller's. */
+async function createWorkspaceIn(db: Prisma.TransactionClient, options: WorkspaceOptions): Promise<NewWorkspace> {
   const apiKey = options.apiKey ?? generateApiKey();
   const name = options.name ?? "Default";
-  const org = await prisma.organization.create({
+  const org = await db.organization.create({
     data: {
       name,
       workspaces: { create: { id: options.workspaceId, name } },
@@ -25,7 +46,7 @@ export async function createWorkspace(
     include: { workspaces: true },
   });
   const workspaceId = org.workspaces[0]!.id;
-  await prisma.apiKey.create({
+  await db.apiKey.create({
     data: { organizationId: org.id, workspaceId: options.orgWide ? null : workspaceId, keyHash: hashApiKey(apiKey), keyPrefix: keyPrefix(apiKey), name: options.keyName },
   });
   return { organizationId: org.id, workspaceId, apiKey };
@@ -51,14 +72,23 @@ export type BootstrapResult =
     };
 
 /**
- * Start-up provisioning, idempotent across restarts: with BOOTSTRAP_API_KEY, make sure that key
- * exists (bound to BOOTSTRAP_TENANT_ID's workspace, created if missing); with neither and an empty
- * key table, create a workspace and a key whose value the caller prints once.
+ * Start-up provisioning, idempotent across restarts and across replicas starting together (they take
+ * turns: BOOTSTRAP_LOCK): with BOOTSTRAP_API_KEY, make sure that key exists (bound to
+ * BOOTSTRAP_TENANT_ID's workspace, created if missing); with neither and an empty key table, create a
+ * workspace and a key whose value the caller prints once.
  */
-export async function bootstrap(
-  prisma: PrismaClient,
-  options: { apiKey?: string; tenantId?: string },
-): Promise<BootstrapResult> {
+export function bootstrap(prisma: PrismaClient, options: { apiKey?: string; tenantId?: string }): Promise<BootstrapResult> {
+  return prisma.$transaction(
+    async (tx) => {
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(${BOOTSTRAP_LOCK}::bigint)`;
+      return provision(tx, options);
+    },
+    // Another replica may hold the lock while it provisions, on a database that is still warming up.
+    { maxWait: 30_000, timeout: 60_000 },
+  );
+}
+
+async function provision(prisma: Prisma.TransactionClient, options: { apiKey?: string; tenantId?: string }): Promise<BootstrapResult> {
   if (options.apiKey) {
     const hash = hashApiKey(options.apiKey);
     const existing = await prisma.apiKey.findUnique({ where: { keyHash: hash } });
@@ -83,7 +113,7 @@ export async function bootstrap(
       return { kind: "created", workspaceId: workspace.id, apiKey: options.apiKey, printKey: false, how: options.tenantId ? "named" : "only-workspace" };
     }
     const others = options.tenantId ? 0 : await prisma.workspace.count();
-    const created = await createWorkspace(prisma, { workspaceId: options.tenantId?.toLowerCase(), apiKey: options.apiKey, keyName: "BOOTSTRAP_API_KEY" });
+    const created = await createWorkspaceIn(prisma, { workspaceId: options.tenantId?.toLowerCase(), apiKey: options.apiKey, keyName: "BOOTSTRAP_API_KEY" });
     return {
       kind: "created",
       workspaceId: created.workspaceId,
@@ -94,6 +124,6 @@ export async function bootstrap(
     };
   }
   if ((await prisma.apiKey.count()) > 0) return { kind: "existing" };
-  const created = await createWorkspace(prisma, { keyName: "first start" });
+  const created = await createWorkspaceIn(prisma, { keyName: "first start" });
   return { kind: "created", workspaceId: created.workspaceId, apiKey: created.apiKey, printKey: true, how: "new-workspace" };
 }

@@ -173,6 +173,40 @@ describe("bootstrap", { timeout: 120_000 }, () => {
 
 // Settings only (the last one starts a process that stops at its settings): a PostgreSQL run would repeat
 // the PGlite run's tests (support/database-independent.ts).
+// Replicas share a PostgreSQL and may all start at once (an embedded database belongs to one process).
+describe.skipIf(!process.env.TEST_DATABASE_URL)("bootstrap by replicas starting together", { timeout: 120_000 }, () => {
+  const together = async (db: Record<string, string | undefined>, env: Record<string, string>) => {
+    const started = await Promise.allSettled([boot(db, env), boot(db, env), boot(db, env)]);
+    const apps = started.flatMap((s) => (s.status === "fulfilled" ? [s.value] : []));
+    return { started, apps, stop: () => Promise.all(apps.map((b) => b.app.stop())) };
+  };
+
+  it("with one BOOTSTRAP_API_KEY: every replica starts, and the key has one workspace", async () => {
+    const key = `boot-${randomUUID()}`;
+    const { started, apps, stop } = await together(await persistentDatabase(), { BOOTSTRAP_API_KEY: key });
+    try {
+      expect(started.map((s) => (s.status === "rejected" ? String(s.reason) : "started"))).toEqual(["started", "started", "started"]);
+      expect(await counts(apps[0]!.app)).toEqual({ organizations: 1, workspaces: 1, keys: 1 });
+      for (const b of apps) expect((await b.get(key)).status).toBe(200);
+    } finally {
+      await stop();
+    }
+  });
+
+  it("with no key configured: one of them makes the first workspace and prints its key, once", async () => {
+    const { started, apps, stop } = await together(await persistentDatabase(), {});
+    try {
+      expect(started.map((s) => s.status)).toEqual(["fulfilled", "fulfilled", "fulfilled"]);
+      expect(await counts(apps[0]!.app)).toEqual({ organizations: 1, workspaces: 1, keys: 1 });
+      const printed = apps.flatMap((b) => b.lines.filter((line) => typeof line.api_key === "string"));
+      expect(printed).toHaveLength(1);
+      expect((await apps[0]!.get(printed[0]!.api_key as string)).status).toBe(200);
+    } finally {
+      await stop();
+    }
+  });
+});
+
 describe.skipIf(skipDatabaseIndependent)("loadConfig", () => {
   it("has embedded defaults", () => {
     const config = loadConfig({});
