@@ -16,7 +16,7 @@ import { openScriptDatabase } from "./lib/database.js";
 const USAGE = `usage:
   npm run keys -- create [--workspace <workspace id>] [--org-wide] [--name <label>]
   npm run keys -- list
-  npm run keys -- revoke <key id or prefix>`;
+  npm run keys -- revoke <key id or prefix>   (the prefix as list shows it, "…" and all)`;
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({

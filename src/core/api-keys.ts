@@ -73,16 +73,18 @@ export class ApiKeyService {
   }
 
   /**
-   * Revokes by id, or by the prefix `list` shows when it names one key only. The prefix is literal:
-   * startsWith is a LIKE, whose % and _ would match any key, so what it finds is checked again.
+   * Revokes by id, or by the prefix `list` shows when it names one key only. The prefix is taken as
+   * `list` shows it, its trailing "…" included (pasted from there), and is literal: startsWith is a
+   * LIKE, whose % and _ would match any key, so what it finds is checked again.
    */
-  async revoke(idOrPrefix: string): Promise<ApiKeySummary> {
+  async revoke(given: string): Promise<ApiKeySummary> {
+    const idOrPrefix = given.endsWith("…") ? given.slice(0, -1) : given;
     const matches = z.uuid().safeParse(idOrPrefix).success
       ? await this.prisma.apiKey.findMany({ where: { id: idOrPrefix.toLowerCase() }, select: summary })
       : idOrPrefix.length >= 6
         ? (await this.prisma.apiKey.findMany({ where: { keyPrefix: { startsWith: idOrPrefix } }, select: summary })).filter((k) => k.keyPrefix?.startsWith(idOrPrefix))
         : [];
-    if (matches.length === 0) throw new CoreError("NOT_FOUND", `No API key with id or prefix ${JSON.stringify(idOrPrefix)}.`);
+    if (matches.length === 0) throw new CoreError("NOT_FOUND", `No API key with id or prefix ${JSON.stringify(given)}.`);
     if (matches.length > 1) throw new CoreError("CONFLICT", `${matches.length} keys start with ${JSON.stringify(idOrPrefix)}: give the id.`);
     const found = matches[0]!;
     const row = found.revokedAt

@@ -37,8 +37,8 @@ describe("API keys", { timeout: 180_000 }, () => {
     const listed = (await t.app.core.apiKeys.list()).find((k) => k.id === summary.id)!;
     expect(listed).toMatchObject({ name: "ci", prefix: key.slice(0, 8), workspaceId: ws.workspaceId, revokedAt: null });
 
-    // A prefix is literal: LIKE's wildcards in it match nothing but themselves.
-    for (const wild of ["%%%%%%", "______", `${key.slice(0, 4)}%%`, `${key.slice(0, 5)}_`]) {
+    // A prefix is literal: LIKE's wildcards in it match nothing but themselves, also with the "…" list shows.
+    for (const wild of ["%%%%%%", "______", `${key.slice(0, 4)}%%`, `${key.slice(0, 5)}_`, "%%%%%%…", `${key.slice(0, 4)}%%…`]) {
       await expect(t.app.core.apiKeys.revoke(wild), wild).rejects.toMatchObject({ code: "NOT_FOUND" });
     }
     expect((await t.request("GET", "/v2/listeners", { key })).status).toBe(200);
@@ -122,7 +122,10 @@ describe("API keys", { timeout: 180_000 }, () => {
     expect(line).toContain("active");
     expect(listed.stdout).not.toContain(key);
 
-    const revoked = await keys("revoke", key.slice(0, 8));
+    // The prefix as list shows it, "…" and all, pasted into revoke.
+    const shown = line.split(/\s+/)[1]!;
+    expect(shown).toBe(`${key.slice(0, 8)}…`);
+    const revoked = await keys("revoke", shown);
     expect(revoked.stdout).toMatch(/^revoked [0-9a-f-]{36}/);
     expect((await keys("list")).stdout.split("\n").find((l) => l.includes("deploy-bot"))).toMatch(/revoked \d{4}-/);
   });
