@@ -3,7 +3,7 @@ import * as oidc from "openid-client";
 import type { z } from "zod";
 import { badRequest, CoreError } from "./errors.js";
 import { isStorable } from "./validation.js";
-import { endpointUrl, providerCreateSchema, TOKEN_ENDPOINT_AUTH_METHODS } from "./schemas/oauth.js";
+import { endpointUrl, HTTP_NEEDS_SETTING, providerCreateSchema, TOKEN_ENDPOINT_AUTH_METHODS } from "./schemas/oauth.js";
 
 /**
  * This service as an OAuth 2.0 client of the providers a workspace configures, over panva's
@@ -139,7 +139,7 @@ export class OAuthClient {
     const endpoint = endpointUrl(this.settings.allowHttp);
     for (const url of [as.authorization_endpoint, as.token_endpoint, as.registration_endpoint, as.revocation_endpoint]) {
       if (url !== undefined && !endpoint.safeParse(url).success) {
-        throw new CoreError("UPSTREAM", `The authorization server ${as.issuer} of ${where} publishes an endpoint that is not ${this.settings.allowHttp ? "an http(s)" : "an https"} URL.`);
+        throw new CoreError("UPSTREAM", `The authorization server ${as.issuer} of ${where} publishes an endpoint that is not ${this.settings.allowHttp ? "an http(s) URL" : `an https URL (${HTTP_NEEDS_SETTING})`}.`);
       }
     }
     if (!as.registration_endpoint) {

@@ -107,7 +107,17 @@ describe("providers configured by hand", () => {
       const mine = await strict.workspace();
       const res = await strict.request("POST", "/v2/auth/providers", { key: mine.apiKey, body: { ...base, auth_url: "http://127.0.0.1:1/auth" } });
       expect(res.status).toBe(422);
-      expect(res.body.detail).toEqual([expect.objectContaining({ loc: ["body", "auth_url"], msg: "Value error, must be an https URL" })]);
+      // The setting that would accept it is named: an API client cannot guess it.
+      expect(res.body.detail).toEqual([
+        expect.objectContaining({
+          loc: ["body", "auth_url"],
+          msg: "Value error, must be an https URL: http:// is accepted only where the service runs with OAUTH_ALLOW_HTTP=on, as for a provider on its own machine",
+        }),
+      ]);
+      // What is no URL at all is told only that.
+      const garbage = await strict.request("POST", "/v2/auth/providers", { key: mine.apiKey, body: { ...base, token_url: "not a url" } });
+      expect(garbage.status).toBe(422);
+      expect(garbage.body.detail).toEqual([expect.objectContaining({ loc: ["body", "token_url"], msg: "Value error, must be an https URL" })]);
     } finally {
       await strict.close();
     }

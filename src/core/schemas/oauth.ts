@@ -20,10 +20,21 @@ const printable = (max: number) => z.string().min(1, { abort: true }).max(max, {
 /** Sealed at rest and never quoted back, not even in a 422 (secret-schemas.ts). */
 const clientSecret = secretValue(z.string().min(1).max(4096));
 
+/** What an http:// endpoint is told where OAUTH_ALLOW_HTTP is off: the setting that accepts it. */
+export const HTTP_NEEDS_SETTING = "http:// is accepted only where the service runs with OAUTH_ALLOW_HTTP=on, as for a provider on its own machine";
+
 /** An endpoint URL: https, or http where OAUTH_ALLOW_HTTP is on (a provider on this machine, tests). */
 export const endpointUrl = (allowHttp: boolean) =>
   z
-    .url({ protocol: allowHttp ? /^https?$/ : /^https$/, error: allowHttp ? "must be an http(s) URL" : "must be an https URL" })
+    .url({
+      protocol: allowHttp ? /^https?$/ : /^https$/,
+      error: (issue) =>
+        allowHttp
+          ? "must be an http(s) URL"
+          : typeof issue.input === "string" && /^http:\/\//i.test(issue.input)
+            ? `must be an https URL: ${HTTP_NEEDS_SETTING}`
+            : "must be an https URL",
+    })
     .max(2048);
 
 export const providerCreateSchema = (allowHttp: boolean) =>
