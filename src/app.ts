@@ -219,13 +219,14 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
   http.use("/v1/*", idempotent);
   http.use("/v2/*", idempotent);
   http.route("/", restRoutes(core));
+  const graphiql = !config.production;
   const graphql = createGraphQLServer(core, logger.child({ component: "graphql" }), {
     production: config.production,
     introspection: config.graphql.introspection,
-    graphiql: !config.production,
+    graphiql,
     metrics,
   });
-  http.route("/", graphqlRoute(graphql));
+  http.route("/", graphqlRoute(graphql, { graphiql }));
   // The REST reference, made from the routes above (and itself) on first request.
   http.route("/", referenceRoutes(() => openApiDocument(routesOf(http), API_VERSION)));
   http.notFound((c) => c.json({ detail: "Not Found" }, 404));

@@ -1,10 +1,20 @@
 import { GraphQLError } from "graphql";
+import { shouldRenderGraphiQL } from "graphql-yoga";
 import { Hono } from "hono";
 import type { ObservedEnv } from "../middleware/access-log.js";
 import { describe, jsonObject } from "../rest/docs.js";
 import { GRAPHQL_PATH } from "./http.js";
 import { refusalAnswer } from "./refusal.js";
 import { type AnswerSink, type GraphQLServer, wholeAnswer } from "./server.js";
+
+/**
+ * GET /graphql from a browser (Accept naming text/html) where GraphiQL is off: yoga answers 406 with
+ * no body, which a person opening the URL cannot tell from a fault. Said as a GraphQL error, in JSON.
+ */
+const GRAPHIQL_OFF = new GraphQLError(
+  "GraphiQL is not served in production (NODE_ENV=production). Send GraphQL requests here with Accept: application/graphql-response+json or application/json, or open GraphiQL on a server started without NODE_ENV=production.",
+  { extensions: { code: "NOT_ACCEPTABLE", http: { status: 406 } } },
+);
 
 const graphqlAnswer = { description: "A GraphQL response ({data, errors}); an event stream for subscriptions asked with Accept: text/event-stream", schema: jsonObject };
 /** The limits ahead of every route answer /graphql as GraphQL too (middleware/refusal.ts). */
@@ -26,7 +36,7 @@ const graphqlRefusal = (description: string, headers?: Record<string, string>) =
  * its access line tells yoga's status. Reading no signal also spares @hono/node-server an
  * AbortController per request.
  */
-export function graphqlRoute(graphql: GraphQLServer) {
+export function graphqlRoute(graphql: GraphQLServer, options: { graphiql: boolean }) {
   const route = new Hono<ObservedEnv>();
   route.on(
     ["GET", "POST", "OPTIONS"],
@@ -34,7 +44,7 @@ export function graphqlRoute(graphql: GraphQLServer) {
     describe(
       {
         tag: "GraphQL",
-        summary: "The GraphQL API (GraphQL over HTTP; subscriptions over SSE here, or graphql-ws on the same path). In a browser, GET opens GraphiQL.",
+        summary: "The GraphQL API (GraphQL over HTTP; subscriptions over SSE here, or graphql-ws on the same path). In a browser, GET opens GraphiQL outside production (in production: 406, saying so).",
         responses: {
           200: graphqlAnswer,
           400: graphqlAnswer,
@@ -49,6 +59,8 @@ export function graphqlRoute(graphql: GraphQLServer) {
         },
       },
       async (c) => {
+        // Where GraphiQL is off, what would open it (a browser's GET) is told why, not yoga's bare 406.
+        if (!options.graphiql && shouldRenderGraphiQL(c.req.raw)) return refusalAnswer(c.req.raw, GRAPHIQL_OFF);
         const answerBytes: AnswerSink = { bytes: null };
         return wholeAnswer(await graphql.handleRequest(c.req.raw, { record: c.get("record"), answerBytes }), answerBytes);
       },

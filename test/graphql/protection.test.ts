@@ -257,7 +257,27 @@ describe("introspection, GraphiQL and CSRF", () => {
     expect(d.headers.get("content-type")).toContain("text/html");
     expect(d.text).toContain("GraphiQL");
     const p = await prod.request("GET", "/graphql", { headers: html });
-    expect(p.text).not.toContain("GraphiQL");
+    expect(p.text).not.toContain("<html");
+  });
+
+  it("tells a browser in production why there is no GraphiQL: 406 with a GraphQL error, not an empty body", async () => {
+    const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
+    for (const [accept, path] of [
+      ["text/html", "/graphql"],
+      [browser, "/graphql"],
+      [browser, `/graphql?query=${encodeURIComponent("{viewer{id}}")}`],
+    ] as const) {
+      const res = await prod.request("GET", path, { headers: { accept } });
+      expect(res.status, accept).toBe(406);
+      expect(res.headers.get("content-type"), accept).toBe("application/json; charset=utf-8");
+      expect(res.body, accept).toEqual({
+        errors: [{ message: expect.stringMatching(/^GraphiQL is not served in production \(NODE_ENV=production\)\. .*Accept: application\/graphql-response\+json or application\/json/), extensions: { code: "NOT_ACCEPTABLE" } }],
+      });
+    }
+    // A GraphQL request over GET is answered as before.
+    const query = await prod.request("GET", `/graphql?query=${encodeURIComponent("{viewer{uuid}}")}`, { key: prodWs.apiKey, headers: { accept: "application/json" } });
+    expect(query.status).toBe(200);
+    expect(query.body.data).toEqual({ viewer: { uuid: prodWs.workspaceId } });
   });
 
   it("refuses browser-simple requests that would skip the CORS preflight", async () => {
