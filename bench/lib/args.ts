@@ -5,7 +5,7 @@ export type DbKind = "pglite" | "postgres";
 export interface BenchArgs {
   /** Databases to run on, in order: the embedded default first. */
   dbs: DbKind[];
-  /** "full" (the issue's figures, the default) or "small" (quick runs on a busy machine). */
+  /** "full" (the sizes of bench/README.md's "full scale" column, the default) or "small" (quick runs on a busy machine). */
   scale: "full" | "small";
   /** Append the table to bench/RESULTS.md. */
   record: boolean;
@@ -15,7 +15,8 @@ export interface BenchArgs {
 
 const USAGE = `options:
   --db pglite|postgres|both   databases to run on (default both)
-  --scale full|small          full: the issue's sizes (default); small: a quick run
+  --scale full|small          full (default): the sizes of bench/README.md's "full scale" column;
+                              small: its "small scale" column, a quick run
   --set name=value            override one parameter (repeatable), e.g. --set duration=5
   --no-record                 print the table only; do not append it to bench/RESULTS.md`;
 
