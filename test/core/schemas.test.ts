@@ -23,6 +23,9 @@ const FULL_SPEC = {
   cache_cpu: 0.1, cache_cpu_limit: 0.2, cache_memory_mb: 128, cache_memory_limit_mb: 256,
   core_cpu: 1, core_cpu_limit: 2, core_memory_mb: 1024, core_memory_limit_mb: 2048,
   db_cpu: 1, db_cpu_limit: 2, db_memory_mb: 1024, db_memory_limit_mb: 2048, db_storage_gi: 20, db_max_connections: 200,
+  orchestrator_cpu: 0.5, orchestrator_cpu_limit: 1, orchestrator_memory_mb: 512, orchestrator_memory_limit_mb: 1024,
+  orchestrator_min_scale: 1, orchestrator_max_scale: 4,
+  executor_cpu: 1, executor_cpu_limit: 2, executor_memory_mb: 2048, executor_memory_limit_mb: 4096,
   labels: { team: "agents", "simulate/failure": "build" },
   annotations: { "example.com/note": "a longer annotation value that may exceed sixty-three characters, unlike a label value" },
   service_account_name: "agent-sa",
@@ -73,10 +76,42 @@ describe("resourceSpecSchema", () => {
     expect(resourceSpecSchema.safeParse({ core_cpu: 0.05, core_cpu_limit: 64, db_cpu: 32, db_cpu_limit: 64 }).success).toBe(true);
   });
 
+  // The reference gives the orchestrator's and executor's fields types only (number, integer): like core_*
+  // and db_*, they keep this service's own sanity bounds, cpu above 0 and up to 512 included.
+  it("takes the orchestrator's and executor's fields with the types the reference gives them and this service's sanity bounds", () => {
+    const edges = {
+      orchestrator_cpu: 0.05, orchestrator_cpu_limit: 512, orchestrator_memory_mb: 1, orchestrator_memory_limit_mb: 4_194_304,
+      orchestrator_min_scale: 0, orchestrator_max_scale: 1000,
+      executor_cpu: 12, executor_cpu_limit: 32, executor_memory_mb: 4_194_304, executor_memory_limit_mb: 4_194_304,
+    };
+    expect(resourceSpecSchema.parse(edges)).toEqual(edges);
+    const bad = resourceSpecSchema.safeParse({
+      orchestrator_cpu: 0, orchestrator_cpu_limit: 513, orchestrator_memory_mb: 1.5, orchestrator_memory_limit_mb: 4_194_305,
+      orchestrator_min_scale: -1, orchestrator_max_scale: 1001,
+      executor_cpu: "1", executor_cpu_limit: -2, executor_memory_mb: 0, executor_memory_limit_mb: true,
+    });
+    expect(paths(bad).sort()).toEqual([
+      "executor_cpu", "executor_cpu_limit", "executor_memory_limit_mb", "executor_memory_mb",
+      "orchestrator_cpu", "orchestrator_cpu_limit", "orchestrator_max_scale", "orchestrator_memory_limit_mb", "orchestrator_memory_mb", "orchestrator_min_scale",
+    ]);
+    expect(bad.error!.issues.find((i) => i.path[0] === "orchestrator_cpu")).toMatchObject({ code: "too_small", minimum: 0, inclusive: false });
+    expect(bad.error!.issues.find((i) => i.path[0] === "orchestrator_cpu_limit")).toMatchObject({ code: "too_big", maximum: 512, inclusive: true });
+    expect(resourceSpecSchema.parse({ orchestrator_cpu: null, executor_memory_mb: null })).toEqual({ orchestrator_cpu: null, executor_memory_mb: null });
+  });
+
   it("keeps minimums at or below maximums and requests at or below limits", () => {
     const bad = resourceSpecSchema.safeParse({ min_scale: 5, max_scale: 2, queue_min_scale: 3, queue_max_scale: 1, cpu: 2, cpu_limit: 1, db_memory_mb: 4096, db_memory_limit_mb: 1024 });
     expect(paths(bad).sort()).toEqual(["cpu", "db_memory_mb", "min_scale", "queue_min_scale"]);
     expect(resourceSpecSchema.safeParse({ min_scale: 2, max_scale: 2, cpu: 1, cpu_limit: 1 }).success).toBe(true);
+    const workloads = resourceSpecSchema.safeParse({
+      orchestrator_cpu: 2, orchestrator_cpu_limit: 1, orchestrator_memory_mb: 2048, orchestrator_memory_limit_mb: 1024,
+      orchestrator_min_scale: 3, orchestrator_max_scale: 2,
+      executor_cpu: 4, executor_cpu_limit: 2, executor_memory_mb: 512, executor_memory_limit_mb: 256,
+    });
+    expect(paths(workloads).sort()).toEqual(["executor_cpu", "executor_memory_mb", "orchestrator_cpu", "orchestrator_memory_mb", "orchestrator_min_scale"]);
+    expect(workloads.error!.issues.find((i) => i.path[0] === "executor_cpu")!.message).toBe("executor_cpu must not exceed executor_cpu_limit (2)");
+    const equal = { orchestrator_cpu: 1, orchestrator_cpu_limit: 1, orchestrator_min_scale: 2, orchestrator_max_scale: 2, executor_memory_mb: 512, executor_memory_limit_mb: 512 };
+    expect(resourceSpecSchema.safeParse(equal).success).toBe(true);
   });
 
   it("wants labels and annotations as maps of strings, and named volumes and containers", () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import type { Prisma } from "../../src/generated/prisma/client.js";
 import { startTestApp, type TestApp } from "../support/app.js";
-import { createDeployment, gql, gqlOk } from "./support.js";
+import { createDeployment, DEPLOYMENT_CREATE, gql, gqlOk } from "./support.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -67,6 +67,77 @@ describe("deploymentUpdate", () => {
       const res = await gqlOk(t, key, UPDATE, { id, input: { shareable: true } });
       expect(res.deploymentUpdate, id).toEqual({ deployment: null, userErrors: [{ field: ["id"], message: expect.stringContaining("not found"), code: "NOT_FOUND" }] });
     }
+  });
+});
+
+describe("resourceSpec's orchestrator and executor fields", () => {
+  const WORKLOADS = {
+    orchestratorCpu: 10, orchestratorCpuLimit: 12, orchestratorMemoryMb: 1024, orchestratorMemoryLimitMb: 2048,
+    orchestratorMinScale: 1, orchestratorMaxScale: 4,
+    executorCpu: 0.25, executorCpuLimit: 0.5, executorMemoryMb: 512, executorMemoryLimitMb: 1024,
+  };
+  const SPEC = Object.keys(WORKLOADS).join(" ");
+  const READ = `query($id: ID!) { node(id: $id) { ... on Deployment { revisions { totalCount } sourceConfig { resourceSpec { cpu ${SPEC} } } } } }`;
+  const UPDATE = /* GraphQL */ `
+    mutation($id: ID!, $input: DeploymentUpdateInput!) {
+      deploymentUpdate(id: $id, input: $input) {
+        deployment { uuid revisions { totalCount } sourceConfig { resourceSpec { cpu ${SPEC} } } }
+        userErrors { field message code }
+      }
+    }`;
+
+  it("stores and shows them through create, read and update, in camelCase, and REST shows the same in snake_case", async () => {
+    const d = await createDeployment(t, ws.apiKey, { sourceConfig: { resourceSpec: { cpu: 1, ...WORKLOADS } } });
+    const read = await gqlOk(t, ws.apiKey, READ, { id: d.id });
+    expect(read.node).toEqual({ revisions: { totalCount: 1 }, sourceConfig: { resourceSpec: { cpu: 1, ...WORKLOADS } } });
+
+    const changed = { ...WORKLOADS, executorCpu: 0.5, orchestratorMaxScale: null };
+    const res = await gqlOk(t, ws.apiKey, UPDATE, { id: d.id, input: { sourceConfig: { resourceSpec: { cpu: 1, ...changed } } } });
+    expect(res.deploymentUpdate.userErrors).toEqual([]);
+    expect(res.deploymentUpdate.deployment).toMatchObject({ revisions: { totalCount: 2 }, sourceConfig: { resourceSpec: { cpu: 1, ...changed } } });
+    expect((await gqlOk(t, ws.apiKey, READ, { id: d.id })).node.sourceConfig.resourceSpec).toEqual({ cpu: 1, ...changed });
+
+    const rest = await t.request("GET", `/v2/deployments/${res.deploymentUpdate.deployment.uuid}`, { key: ws.apiKey });
+    expect(rest.body.source_config.resource_spec).toEqual({
+      cpu: 1,
+      orchestrator_cpu: 10, orchestrator_cpu_limit: 12, orchestrator_memory_mb: 1024, orchestrator_memory_limit_mb: 2048,
+      orchestrator_min_scale: 1, orchestrator_max_scale: null,
+      executor_cpu: 0.5, executor_cpu_limit: 0.5, executor_memory_mb: 512, executor_memory_limit_mb: 1024,
+    });
+  });
+
+  it("refuses bad values as INVALID userErrors naming the camelCase field, and changes nothing", async () => {
+    const before = await gqlOk(t, ws.apiKey, `{ deployments { totalCount } }`);
+    const refused = await gqlOk(t, ws.apiKey, DEPLOYMENT_CREATE, {
+      input: {
+        name: "bad-workloads", source: "INTERNAL_CONTAINER",
+        sourceConfig: { resourceSpec: { orchestratorCpu: 0, orchestratorMinScale: -1, executorCpuLimit: 600, executorMemoryMb: 0 } },
+      },
+    });
+    expect(refused.deploymentCreate).toEqual({
+      deployment: null,
+      userErrors: [
+        { field: ["input", "sourceConfig", "resourceSpec", "orchestratorCpu"], message: expect.any(String), code: "INVALID" },
+        { field: ["input", "sourceConfig", "resourceSpec", "orchestratorMinScale"], message: expect.any(String), code: "INVALID" },
+        { field: ["input", "sourceConfig", "resourceSpec", "executorCpuLimit"], message: expect.any(String), code: "INVALID" },
+        { field: ["input", "sourceConfig", "resourceSpec", "executorMemoryMb"], message: expect.any(String), code: "INVALID" },
+      ],
+    });
+    expect((await gqlOk(t, ws.apiKey, `{ deployments { totalCount } }`)).deployments.totalCount).toBe(before.deployments.totalCount);
+
+    // A whole number field takes no decimal: GraphQL's Int refuses it before core sees it.
+    const decimal = await gql(t, ws.apiKey, DEPLOYMENT_CREATE, {
+      input: { name: "decimal-workloads", source: "INTERNAL_CONTAINER", sourceConfig: { resourceSpec: { executorMemoryMb: 1.5 } } },
+    });
+    expect(decimal.errors?.[0]?.message).toContain("executorMemoryMb");
+
+    const d = await createDeployment(t, ws.apiKey, { sourceConfig: { resourceSpec: WORKLOADS } });
+    const over = await gqlOk(t, ws.apiKey, UPDATE, { id: d.id, input: { sourceConfig: { resourceSpec: { ...WORKLOADS, orchestratorCpu: 13 } } } });
+    expect(over.deploymentUpdate).toEqual({
+      deployment: null,
+      userErrors: [{ field: ["input", "sourceConfig", "resourceSpec", "orchestratorCpu"], message: expect.stringContaining("orchestrator_cpu_limit"), code: "INVALID" }],
+    });
+    expect((await gqlOk(t, ws.apiKey, READ, { id: d.id })).node).toEqual({ revisions: { totalCount: 1 }, sourceConfig: { resourceSpec: { cpu: null, ...WORKLOADS } } });
   });
 });
 

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { listenerBody } from "../support/fixtures.js";
+import { expectAnswer, expectValidRequest } from "../contract/reference.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -211,6 +212,95 @@ describe("PATCH /v2/deployments/{id} refusals", () => {
       expect.objectContaining({ loc: ["body", "source_config", "resource_spec", "memory_mb"], type: "int_parsing" }),
     ]);
     expect(await revisionIds(d.id)).toHaveLength(1);
+  });
+});
+
+// Fields of the reference's ResourceSpec that SPEC.md's groups do not list: they were once dropped
+// without a word (a 201 showing `{"cpu": 1}` for `{"cpu": 1, "orchestrator_cpu": 2}`).
+describe("resource_spec's orchestrator and executor fields", () => {
+  const WORKLOADS = {
+    orchestrator_cpu: 10, orchestrator_cpu_limit: 12, orchestrator_memory_mb: 1024, orchestrator_memory_limit_mb: 2048,
+    orchestrator_min_scale: 1, orchestrator_max_scale: 4,
+    executor_cpu: 0.25, executor_cpu_limit: 0.5, executor_memory_mb: 512, executor_memory_limit_mb: 1024,
+  };
+  const get = async (id: string) => {
+    const res = await t.request("GET", `/v2/deployments/${id}`, { key: ws.apiKey });
+    expect(res.status).toBe(200);
+    expectAnswer("GET", "/v2/deployments/{deployment_id}", res);
+    return res.body;
+  };
+
+  it("stores and shows them through create, get and patch; changing one alone makes a revision", async () => {
+    const body = {
+      name: `dep-${++counter}`, source: "internal_container", source_config: { resource_spec: { cpu: 1, ...WORKLOADS } }, source_revision_config: {}, secrets: [],
+    };
+    expectValidRequest("POST", "/v2/deployments", body);
+    const created = await t.request("POST", "/v2/deployments", { key: ws.apiKey, body });
+    expect(created.status).toBe(201);
+    expectAnswer("POST", "/v2/deployments", created);
+    expect(created.body.source_config.resource_spec).toEqual({ cpu: 1, ...WORKLOADS });
+    expect((await get(created.body.id)).source_config.resource_spec).toEqual({ cpu: 1, ...WORKLOADS });
+
+    // The same spec again is no change; a new executor cpu alone is one, stored on the new revision too.
+    const same = await patch(created.body.id, { source_config: { resource_spec: { ...WORKLOADS, cpu: 1 } } });
+    expect(same.status).toBe(200);
+    expect(same.body.latest_revision_id).toBe(created.body.latest_revision_id);
+    const changed = { cpu: 1, ...WORKLOADS, executor_cpu: 0.5 };
+    expectValidRequest("PATCH", "/v2/deployments/{deployment_id}", { source_config: { resource_spec: changed } });
+    const res = await patch(created.body.id, { source_config: { resource_spec: changed } });
+    expect(res.status).toBe(200);
+    expectAnswer("PATCH", "/v2/deployments/{deployment_id}", res);
+    expect(res.body.latest_revision_id).not.toBe(created.body.latest_revision_id);
+    expect(res.body.source_config.resource_spec).toEqual(changed);
+    expect((await get(created.body.id)).source_config.resource_spec).toEqual(changed);
+    const revision = await t.app.db.prisma.revision.findUniqueOrThrow({ where: { id: res.body.latest_revision_id } });
+    expect(revision.sourceConfig).toMatchObject({ resource_spec: changed });
+  });
+
+  it("answers bad values with 422 naming each, and creates or changes nothing", async () => {
+    const bad = {
+      orchestrator_cpu: 0, orchestrator_cpu_limit: "2", orchestrator_memory_mb: 1.5, orchestrator_min_scale: -1, orchestrator_max_scale: 1001,
+      executor_cpu: 600, executor_memory_mb: 512, executor_memory_limit_mb: 256,
+    };
+    const before = await t.request("GET", "/v2/deployments?limit=100", { key: ws.apiKey });
+    const refused = await t.request("POST", "/v2/deployments", {
+      key: ws.apiKey,
+      body: { name: `dep-${++counter}`, source: "internal_container", source_config: { resource_spec: bad } },
+    });
+    expect(refused.status).toBe(422);
+    expectAnswer("POST", "/v2/deployments", refused);
+    const at = (field: string) => ["body", "source_config", "resource_spec", field];
+    expect(refused.body.detail).toEqual([
+      { loc: at("orchestrator_cpu"), type: "greater_than", msg: "Input should be greater than 0", input: 0, ctx: { gt: 0 } },
+      { loc: at("orchestrator_cpu_limit"), type: "float_parsing", msg: "Input should be a valid number", input: "2" },
+      { loc: at("orchestrator_memory_mb"), type: "int_parsing", msg: "Input should be a valid integer", input: 1.5 },
+      { loc: at("orchestrator_min_scale"), type: "greater_than_equal", msg: "Input should be greater than or equal to 0", input: -1, ctx: { ge: 0 } },
+      { loc: at("orchestrator_max_scale"), type: "less_than_equal", msg: "Input should be less than or equal to 1000", input: 1001, ctx: { le: 1000 } },
+      { loc: at("executor_cpu"), type: "less_than_equal", msg: "Input should be less than or equal to 512", input: 600, ctx: { le: 512 } },
+    ]);
+    const after = await t.request("GET", "/v2/deployments?limit=100", { key: ws.apiKey });
+    expect(after.body.resources).toEqual(before.body.resources);
+
+    // A request above its limit is refused once the fields are each valid.
+    const over = await t.request("POST", "/v2/deployments", {
+      key: ws.apiKey,
+      body: { name: `dep-${++counter}`, source: "internal_container", source_config: { resource_spec: { executor_memory_mb: 512, executor_memory_limit_mb: 256 } } },
+    });
+    expect(over.status).toBe(422);
+    expect(over.body.detail).toEqual([
+      expect.objectContaining({ loc: at("executor_memory_mb"), msg: expect.stringContaining("executor_memory_limit_mb (256)"), input: 512 }),
+    ]);
+
+    const d = await create({ source_config: { resource_spec: WORKLOADS } });
+    const res = await patch(d.id, { source_config: { resource_spec: { ...WORKLOADS, executor_cpu_limit: 1000, orchestrator_min_scale: 5 } } });
+    expect(res.status).toBe(422);
+    expectAnswer("PATCH", "/v2/deployments/{deployment_id}", res);
+    expect(res.body.detail).toEqual([
+      expect.objectContaining({ loc: at("executor_cpu_limit"), type: "less_than_equal", input: 1000 }),
+      expect.objectContaining({ loc: at("orchestrator_min_scale"), msg: expect.stringContaining("orchestrator_max_scale (4)"), input: 5 }),
+    ]);
+    expect(await revisionIds(d.id)).toEqual([d.latest_revision_id]);
+    expect((await get(d.id)).source_config.resource_spec).toEqual(WORKLOADS);
   });
 });
 

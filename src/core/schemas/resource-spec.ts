@@ -22,7 +22,10 @@ const object = map(z.string(), z.json());
  */
 export const MAX_INT32 = 2_147_483_647;
 
-/** cpu fields take decimals such as 0.1; memory and scale fields whole numbers. Bounds keep values sane. */
+/**
+ * cpu fields take decimals such as 0.1; memory and scale fields whole numbers. Bounds keep values sane
+ * where the reference gives a type only (core_*, db_*, orchestrator_*, executor_*).
+ */
 const cpu = z.number().gt(0).max(512);
 /** The reference's bounds of the server's, the queue's and the cache's cpu: its answers must validate against them. */
 const cpuRequest = z.number().min(0.1).max(8);
@@ -100,6 +103,10 @@ const REQUEST_LIMIT_PAIRS = [
   ["memory_mb", "memory_limit_mb"],
   ["queue_cpu", "queue_cpu_limit"],
   ["queue_memory_mb", "queue_memory_limit_mb"],
+  ["orchestrator_cpu", "orchestrator_cpu_limit"],
+  ["orchestrator_memory_mb", "orchestrator_memory_limit_mb"],
+  ["executor_cpu", "executor_cpu_limit"],
+  ["executor_memory_mb", "executor_memory_limit_mb"],
   ["cache_cpu", "cache_cpu_limit"],
   ["cache_memory_mb", "cache_memory_limit_mb"],
   ["core_cpu", "core_cpu_limit"],
@@ -108,9 +115,14 @@ const REQUEST_LIMIT_PAIRS = [
   ["db_memory_mb", "db_memory_limit_mb"],
   ["min_scale", "max_scale"],
   ["queue_min_scale", "queue_max_scale"],
+  ["orchestrator_min_scale", "orchestrator_max_scale"],
 ] as const;
 
-/** SPEC.md's resource spec: every group, every field; all optional and nullable (clients send nulls). */
+/**
+ * SPEC.md's resource spec: every group, every field, and the reference's orchestrator and executor
+ * fields (ResourceSpec-Input/-Output), which SPEC.md's groups do not list; all optional and nullable
+ * (clients send nulls). A field missing here is dropped from what clients send without a word.
+ */
 export const resourceSpecSchema = z
   .object({
     min_scale: scale.nullish(),
@@ -125,6 +137,16 @@ export const resourceSpecSchema = z
     queue_cpu_limit: cpuLimit.nullish(),
     queue_memory_mb: memoryMb.nullish(),
     queue_memory_limit_mb: memoryMb.nullish(),
+    orchestrator_cpu: cpu.nullish(),
+    orchestrator_cpu_limit: cpu.nullish(),
+    orchestrator_memory_mb: memoryMb.nullish(),
+    orchestrator_memory_limit_mb: memoryMb.nullish(),
+    orchestrator_min_scale: scale.nullish(),
+    orchestrator_max_scale: scale.nullish(),
+    executor_cpu: cpu.nullish(),
+    executor_cpu_limit: cpu.nullish(),
+    executor_memory_mb: memoryMb.nullish(),
+    executor_memory_limit_mb: memoryMb.nullish(),
     cache_cpu: cpuRequest.nullish(),
     cache_cpu_limit: cpuLimit.nullish(),
     cache_memory_mb: memoryMb.nullish(),

@@ -2,11 +2,16 @@ import { builder } from "../builder.js";
 import { camel } from "../input-names.js";
 import { bool, int, num, type Obj, obj, objs, str, strs } from "../stored-json.js";
 
-/** SPEC.md's numeric resource fields: cpu values are decimals, memory, scale and storage whole numbers. */
-const FLOATS = ["cpu", "cpu_limit", "queue_cpu", "queue_cpu_limit", "cache_cpu", "cache_cpu_limit", "core_cpu", "core_cpu_limit", "db_cpu", "db_cpu_limit"] as const;
+/** SPEC.md's numeric resource fields and the reference's orchestrator and executor ones: cpu values are decimals, memory, scale and storage whole numbers. */
+const FLOATS = [
+  "cpu", "cpu_limit", "queue_cpu", "queue_cpu_limit", "orchestrator_cpu", "orchestrator_cpu_limit", "executor_cpu", "executor_cpu_limit",
+  "cache_cpu", "cache_cpu_limit", "core_cpu", "core_cpu_limit", "db_cpu", "db_cpu_limit",
+] as const;
 const INTS = [
   "min_scale", "max_scale", "memory_mb", "memory_limit_mb",
   "queue_min_scale", "queue_max_scale", "queue_memory_mb", "queue_memory_limit_mb",
+  "orchestrator_min_scale", "orchestrator_max_scale", "orchestrator_memory_mb", "orchestrator_memory_limit_mb",
+  "executor_memory_mb", "executor_memory_limit_mb",
   "cache_memory_mb", "cache_memory_limit_mb", "core_memory_mb", "core_memory_limit_mb",
   "db_memory_mb", "db_memory_limit_mb", "db_storage_gi", "db_max_connections",
   "cpu_target_percent", "queue_cpu_target_percent",
@@ -140,6 +145,16 @@ export function resourceSpecView(o: Obj): ResourceSpecView {
     queueCpuLimit: num(o, "queue_cpu_limit"),
     queueMemoryMb: int(o, "queue_memory_mb"),
     queueMemoryLimitMb: int(o, "queue_memory_limit_mb"),
+    orchestratorMinScale: int(o, "orchestrator_min_scale"),
+    orchestratorMaxScale: int(o, "orchestrator_max_scale"),
+    orchestratorCpu: num(o, "orchestrator_cpu"),
+    orchestratorCpuLimit: num(o, "orchestrator_cpu_limit"),
+    orchestratorMemoryMb: int(o, "orchestrator_memory_mb"),
+    orchestratorMemoryLimitMb: int(o, "orchestrator_memory_limit_mb"),
+    executorCpu: num(o, "executor_cpu"),
+    executorCpuLimit: num(o, "executor_cpu_limit"),
+    executorMemoryMb: int(o, "executor_memory_mb"),
+    executorMemoryLimitMb: int(o, "executor_memory_limit_mb"),
     cacheCpu: num(o, "cache_cpu"),
     cacheCpuLimit: num(o, "cache_cpu_limit"),
     cacheMemoryMb: int(o, "cache_memory_mb"),
@@ -174,7 +189,7 @@ export function resourceSpecView(o: Obj): ResourceSpecView {
 }
 
 export const ResourceSpecRef = builder.objectRef<ResourceSpecView>("ResourceSpec").implement({
-  description: "Compute resources of every component (server, queue, cache, core, database) and pod settings.",
+  description: "Compute resources of every component (server, queue, orchestrator, executor, cache, core, database) and pod settings.",
   fields: (t) => ({
     ...Object.fromEntries(FLOATS.map((k) => [camel(k), t.exposeFloat(fieldName(k), { nullable: true })])),
     ...Object.fromEntries(INTS.map((k) => [camel(k), t.exposeInt(fieldName(k), { nullable: true })])),
