@@ -33,10 +33,12 @@ const scaling = {
   policies: [{ type: "Pods", value: 2, period_seconds: 30 }],
 };
 
-/** Every resource spec field of SPEC.md, each within its bounds. */
+/** Every resource spec field of SPEC.md and of the reference (orchestrator_*, executor_*), each within its bounds. */
 export const FULL_RESOURCE_SPEC = {
   min_scale: 1, max_scale: 3, cpu: 0.5, cpu_limit: 1, memory_mb: 512, memory_limit_mb: 1024,
   queue_min_scale: 1, queue_max_scale: 2, queue_cpu: 0.25, queue_cpu_limit: 0.5, queue_memory_mb: 256, queue_memory_limit_mb: 512,
+  orchestrator_min_scale: 1, orchestrator_max_scale: 2, orchestrator_cpu: 0.5, orchestrator_cpu_limit: 1, orchestrator_memory_mb: 512, orchestrator_memory_limit_mb: 1024,
+  executor_cpu: 1, executor_cpu_limit: 2, executor_memory_mb: 1024, executor_memory_limit_mb: 2048,
   cache_cpu: 0.1, cache_cpu_limit: 0.2, cache_memory_mb: 128, cache_memory_limit_mb: 256,
   core_cpu: 0.1, core_cpu_limit: 0.2, core_memory_mb: 128, core_memory_limit_mb: 256,
   db_cpu: 0.5, db_cpu_limit: 1, db_memory_mb: 512, db_memory_limit_mb: 1024, db_storage_gi: 10, db_max_connections: 100,
