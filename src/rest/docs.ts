@@ -192,7 +192,6 @@ export function openApiDocument(routes: Route[], version: string): Record<string
       description:
         "The REST face of the deployment control plane. Authenticate with `X-Api-Key` (an organisation-wide key also needs `X-Tenant-Id`) or `Authorization: Bearer <HS256 token>`. Errors are `{\"detail\": \"message\"}`, or for 422 `{\"detail\": [issues]}`. POSTs under /v1 and /v2 that change something honour `Idempotency-Key` (the log reads do not need it). Every answer carries `X-Request-Id` (yours, if you sent a valid one).",
     },
-    jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
     servers: [{ url: "/" }],
     paths: sorted,
     components: {

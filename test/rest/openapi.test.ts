@@ -29,6 +29,8 @@ group("openapi.json", () => {
     expect(doc.openapi).toBe("3.1.0");
     // SPEC.md (Versioning): "The API description itself carries version 0.1.0."
     expect(doc.info.version).toBe("0.1.0");
+    // OpenAPI 3.1's default dialect (as in the reference): a jsonSchemaDialect field makes /docs show a warning.
+    expect(doc).not.toHaveProperty("jsonSchemaDialect");
     const operations = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
     expect(operations).toEqual(
       expect.arrayContaining([
