@@ -141,18 +141,35 @@ export function toFastApiIssue(issue: z.core.$ZodIssue, location: Location): Val
 }
 
 /**
+ * The schemas that read a query parameter's text as a value of another type (queryInt, queryBool,
+ * commaList), each with the JSON Schema of what it reads, when zod's own input schema (the text) is
+ * not it. The OpenAPI document (rest/docs.ts) shows a parameter as what it is read as: `limit` an
+ * integer, not a string.
+ */
+export const queryDecoders = new WeakMap<z.ZodType, { type: "integer" | "boolean" } | null>();
+
+/** Marks `schema` as reading query text as `as` (null: zod's input schema already tells it); returns it. */
+export function queryDecoder<S extends z.ZodType>(schema: S, as: { type: "integer" | "boolean" } | null): S {
+  queryDecoders.set(schema, as);
+  return schema;
+}
+
+/**
  * An integer carried as a string (a query parameter). Unlike z.coerce.number(), a value that is not
  * an integer fails as pydantic's int_parsing, and "" is not 0. Pipe it into bounds.
  */
 export const queryInt = () =>
-  z
-    .string()
-    .refine((s) => /^\s*[-+]?\d+\s*$/.test(s), {
-      message: "Input should be a valid integer, unable to parse string as an integer",
-      params: { type: "int_parsing" },
-    })
-    .transform(Number)
-    .pipe(z.int());
+  queryDecoder(
+    z
+      .string()
+      .refine((s) => /^\s*[-+]?\d+\s*$/.test(s), {
+        message: "Input should be a valid integer, unable to parse string as an integer",
+        params: { type: "int_parsing" },
+      })
+      .transform(Number)
+      .pipe(z.int()),
+    { type: "integer" },
+  );
 
 function typeMismatch(expected: string): Pick<ValidationIssue, "type" | "msg"> {
   switch (expected) {

@@ -1,6 +1,8 @@
 import type { Context, Hono } from "hono";
 import { matchedRoutes } from "hono/route";
 import { z } from "zod";
+import { objectOf } from "../core/schemas/query.js";
+import { queryDecoders } from "../core/validation.js";
 import { isPostRead } from "../middleware/idempotency.js";
 
 /**
@@ -73,15 +75,65 @@ const errorAnswer = (description: string) => ({ description, content: { "applica
 /** `/v2/deployments/:deployment_id` as OpenAPI writes it: `/v2/deployments/{deployment_id}`. */
 export const openApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, "{$1}");
 
+/** Whether `schema` reads query text with one of queryDecoders, maybe through wrappers that keep what it reads. */
+function decodes(schema: z.ZodType): boolean {
+  if (queryDecoders.has(schema)) return true;
+  if (schema instanceof z.ZodPipe) return decodes(schema.in as z.ZodType);
+  if (schema instanceof z.ZodDefault || schema instanceof z.ZodOptional || schema instanceof z.ZodNullable) return decodes(schema.unwrap() as z.ZodType);
+  // .describe() and .meta() make a copy whose parent is the original.
+  const parent = schema._zod.parent as z.ZodType | undefined;
+  return parent ? decodes(parent) : false;
+}
+
+type Json = Record<string, unknown>;
+const isJsonObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** Adds to `target` what `extra` says and it does not (both hold: an intersection of checks); `target` wins on a conflict. */
+function mergeUnder(target: Json, extra: Json) {
+  for (const [key, value] of Object.entries(extra)) {
+    const own = target[key];
+    if (own === undefined) target[key] = value;
+    else if (isJsonObject(own) && isJsonObject(value)) mergeUnder(own, value);
+  }
+}
+
+/**
+ * A parameter as the value it is read as, not the text it arrives as: a queryDecoders schema is its
+ * type (`limit`: integer); the checks piped after it add their bounds (minimum, maxItems); its
+ * default, which zod leaves out of an input schema that transforms, is kept. A transform after the
+ * checks (a clamp, a filter) documents nothing more.
+ */
+function documentDecoded({ zodSchema, jsonSchema: json }: { zodSchema: z.core.$ZodType; jsonSchema: Json }) {
+  const schema = zodSchema as z.ZodType;
+  const as = queryDecoders.get(schema);
+  if (as) {
+    for (const key of Object.keys(json)) delete json[key];
+    Object.assign(json, as);
+  } else if (schema instanceof z.ZodPipe && decodes(schema.in as z.ZodType)) {
+    mergeUnder(json, parameterSchema(schema.out as z.ZodType, "output"));
+  } else if (schema instanceof z.ZodDefault && decodes(schema.unwrap() as z.ZodType)) {
+    json.default = (schema._zod.def as { defaultValue: unknown }).defaultValue;
+  }
+}
+
+const parameterSchema = (schema: Schema, io: "input" | "output"): Json => {
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any", target: "draft-2020-12", reused: "inline", override: documentDecoded }) as Json;
+  return rest;
+};
+
 function parameters(schema: Schema | undefined, where: "path" | "query") {
   if (!schema) return [];
-  const json = jsonSchema(schema, "input") as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+  const json = parameterSchema(schema, "input") as { properties?: Record<string, Record<string, unknown>>; required?: string[] };
+  const shape = objectOf(schema)?.shape as Record<string, z.ZodType> | undefined;
   return Object.entries(json.properties ?? {}).map(([name, property]) => {
     const { description, ...rest } = property;
+    const field = shape?.[name];
     return {
       name,
       in: where,
-      required: where === "path" || (json.required ?? []).includes(name),
+      // Required when leaving it out is refused (as a JSON body, bodyRequired): the input schema of a
+      // list that must have items (commaList piped into .min(1)) reads as optional.
+      required: where === "path" || (field ? !field.safeParse(undefined).success : (json.required ?? []).includes(name)),
       ...(typeof description === "string" ? { description } : {}),
       schema: rest,
     };

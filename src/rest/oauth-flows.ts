@@ -23,9 +23,10 @@ const presentCallback = ({ flow, token }: CallbackResult) => ({
 
 const tag = "OAuth flows";
 const callbackSchema = z.object({ status: z.literal("completed"), auth_id: z.string(), provider_id: z.string(), token_id: z.string() });
+// The callback's own fields (flows.callback reads them with callbackQuerySchema), described.
 const setupQuery = callbackQuerySchema.extend({
-  setup_action: z.string().optional().describe("The code host's post-installation action"),
-  installation_id: z.string().optional().describe("The installation the code host set up"),
+  setup_action: callbackQuerySchema.shape.setup_action.describe("The code host's post-installation action"),
+  installation_id: callbackQuerySchema.shape.installation_id.describe("The installation the code host set up"),
 });
 /** A token due for its refresh, whose provider could not be reached (try again) or answered nonsense. */
 const refreshUnreachable = refused("The token is due for a refresh and its provider could not be reached, or answered nonsense: try again later");

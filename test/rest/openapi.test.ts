@@ -2,6 +2,8 @@ import { readFileSync } from "node:fs";
 import { Hono } from "hono";
 import { z } from "zod";
 import { afterAll, beforeAll, describe as group, expect, it } from "vitest";
+import { commaList, queryBool } from "../../src/core/schemas/query.js";
+import { queryInt } from "../../src/core/validation.js";
 import { describe, openApiDocument, routesOf } from "../../src/rest/docs.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { contractViolation } from "../support/openapi-contract.js";
@@ -91,6 +93,31 @@ group("openapi.json", () => {
     const missing = await t.request("POST", "/v2/deployments", { key: ws.apiKey });
     expect(missing.status).toBe(422);
     expect(missing.body.detail).toEqual([expect.objectContaining({ loc: ["body"], type: "missing" })]);
+  });
+
+  it("documents a query parameter as what it is read as, with its bounds, default and whether it may be left out", () => {
+    const query = z.object({
+      n: queryInt().pipe(z.number().min(2).max(9)).default(3),
+      clamped: queryInt().default(4).transform((x) => Math.min(x, 5)),
+      flag: queryBool.default(true),
+      maybe: queryBool.optional().describe("a flag"),
+      ids: commaList(z.guid()).pipe(z.array(z.guid()).min(1).max(5)),
+      tags: commaList(z.string().max(8)).pipe(z.array(z.string()).max(3).optional()),
+      text: z.string().max(10).optional(),
+    });
+    const app = new Hono().get("/v2/q", describe({ tag: "t", summary: "query", query, responses: { 200: { description: "ok", schema: z.object({}) } } }, (c) => c.json({})));
+    const made = openApiDocument(routesOf(app), "1") as unknown as { paths: Record<string, Record<string, { parameters: { name: string; required: boolean; description?: string; schema: unknown }[] }>> };
+    const params = Object.fromEntries(made.paths["/v2/q"]!.get!.parameters.map(({ name, required, schema }) => [name, { required, schema }]));
+    expect(params).toEqual({
+      n: { required: false, schema: { type: "integer", minimum: 2, maximum: 9, default: 3 } },
+      clamped: { required: false, schema: { type: "integer", default: 4 } },
+      flag: { required: false, schema: { type: "boolean", default: true } },
+      maybe: { required: false, schema: { type: "boolean" } },
+      ids: { required: true, schema: { type: "array", items: expect.objectContaining({ type: "string", format: "uuid" }), minItems: 1, maxItems: 5 } },
+      tags: { required: false, schema: { type: "array", items: { type: "string", maxLength: 8 }, maxItems: 3 } },
+      text: { required: false, schema: { type: "string", maxLength: 10 } },
+    });
+    expect(made.paths["/v2/q"]!.get!.parameters.find((p) => p.name === "maybe")!.description).toBe("a flag");
   });
 
   it("cannot be made with a route that has no description", () => {

@@ -95,7 +95,7 @@ export const deploymentBulkDeleteQuerySchema = z.object({
 });
 
 /** DELETE /v2/deployments/{id}: `delete_tracing_project` must be a boolean (there is no tracing project to delete here). */
-export const deploymentDeleteQuerySchema = z.object({ delete_tracing_project: queryBool.optional() });
+export const deploymentDeleteQuerySchema = z.object({ delete_tracing_project: queryBool.default(false) });
 
 export const revisionStatusSchema = z.enum(REVISION_STATUSES);
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { queryDecoder } from "../validation.js";
 
 /**
  * A list in a query string, given comma separated (`?ids=a,b`), repeated (`?ids=a&ids=b`) or both.
@@ -13,7 +14,8 @@ export const commaList = <T extends z.ZodType>(item: T) => {
     return items.length > 0 ? items : undefined;
   }, z.array(item).optional());
   LISTS.add(list);
-  return list;
+  // Its input schema (the preprocess's output) is already the array it reads.
+  return queryDecoder(list, null);
 };
 
 /** The schemas commaList made: the parameters that may be repeated. */
@@ -25,7 +27,7 @@ const isList = (schema: z.ZodType): boolean =>
   LISTS.has(schema) || (schema instanceof z.ZodPipe && isList(schema.in as z.ZodType)) || (schema instanceof z.ZodOptional && isList(schema.unwrap() as z.ZodType));
 
 /** The query object inside a schema (emptyFiltersUnset wraps it in a pipe). */
-const objectOf = (schema: z.ZodType): z.ZodObject | null =>
+export const objectOf = (schema: z.ZodType): z.ZodObject | null =>
   schema instanceof z.ZodObject ? schema : schema instanceof z.ZodPipe ? (objectOf(schema.out as z.ZodType) ?? objectOf(schema.in as z.ZodType)) : null;
 
 /**
@@ -56,10 +58,13 @@ const TRUE = new Set(["true", "1", "yes", "on", "t", "y"]);
 const FALSE = new Set(["false", "0", "no", "off", "f", "n"]);
 
 /** A boolean query parameter, parsed as pydantic does (`true`/`false`, `1`/`0`, `yes`/`no`, ...). */
-export const queryBool = z.string().transform((raw, ctx) => {
-  const v = raw.trim().toLowerCase();
-  if (TRUE.has(v)) return true;
-  if (FALSE.has(v)) return false;
-  ctx.addIssue({ code: "invalid_type", expected: "boolean", input: raw });
-  return z.NEVER;
-});
+export const queryBool = queryDecoder(
+  z.string().transform((raw, ctx) => {
+    const v = raw.trim().toLowerCase();
+    if (TRUE.has(v)) return true;
+    if (FALSE.has(v)) return false;
+    ctx.addIssue({ code: "invalid_type", expected: "boolean", input: raw });
+    return z.NEVER;
+  }),
+  { type: "boolean" },
+);
