@@ -50,6 +50,8 @@ export function routeDocOf(c: Context): RouteDoc | undefined {
 
 /** Attaches a route's documentation to its handler; returns the handler unchanged. */
 export function describe<H extends object>(doc: RouteDoc, handler: H): H {
+  // Two routes sharing one handler would share the last description given.
+  if (docs.has(handler)) throw new Error(`describe(): this handler is described already (${docs.get(handler)!.summary}): give each route a handler of its own`);
   docs.set(handler, doc);
   return handler;
 }

@@ -73,6 +73,7 @@ export function integrationRoutes(installations: InstallationService, repositori
     .get("/v1/integrations/forge/codehost/install", describe({ tag, summary: "List code-host installations (v1, forge variant)", responses: { 200: { description: "Every installation", schema: z.array(basicInstallationSchema) } } }, async (c) => {
       return c.json((await installations.all(c.var.tenant)).map(presentBasicInstallation));
     }))
-    .get("/v1/integrations/codehost/:integration_id/repos", describe(repositoriesDoc("List an installation's repositories (v1)"), listRepositories))
-    .get("/v1/integrations/forge/codehost/:integration_id/repos", describe(repositoriesDoc("List an installation's repositories (v1, forge variant)"), listRepositories));
+    // A handler of its own each: describe() keys a description by its handler.
+    .get("/v1/integrations/codehost/:integration_id/repos", describe(repositoriesDoc("List an installation's repositories (v1)"), (c) => listRepositories(c)))
+    .get("/v1/integrations/forge/codehost/:integration_id/repos", describe(repositoriesDoc("List an installation's repositories (v1, forge variant)"), (c) => listRepositories(c)));
 }

@@ -127,6 +127,12 @@ group("openapi.json", () => {
     expect(() => openApiDocument(routesOf(app), "1")).toThrow(/routes without describe\(\): GET \/v2\/forgotten/);
   });
 
+  it("refuses a second description of one handler, which would describe both routes alike", () => {
+    const handler = () => new Response();
+    describe({ tag: "t", summary: "first", responses: { 200: { description: "ok" } } }, handler);
+    expect(() => describe({ tag: "t", summary: "second", responses: { 200: { description: "ok" } } }, handler)).toThrow(/described already \(first\)/);
+  });
+
   it("is what the answers are checked against: a drifted answer is caught", () => {
     expect(contractViolation("GET", "/v2/listeners", 200, "application/json", JSON.stringify({ resources: [{ id: "x" }], offset: 0 }))).toMatch(/must have required property/);
     expect(contractViolation("GET", "/v2/listeners", 201, "application/json", "{}")).toMatch(/status not documented/);
