@@ -33,20 +33,20 @@ const connectionSchema = z.object({
   created_by: z.string(),
   created_at: timestamp,
 });
-const tag = "Agent connections";
+const tag = "Agent Connections (v2)";
 
 export function connectionRoutes(connections: ConnectionService) {
   return new Hono<Env>()
-    .get(BASE, describe({ tag, summary: "List an agent's connections", params: agentParam, responses: { 200: { description: "The connections", schema: z.object({ data: z.array(connectionSchema) }) } } }, async (c) => {
+    .get(BASE, describe({ tag, operationId: "list_connections_v2_auth_agents__agent_id__connections_get", summary: "List an agent's connections", params: agentParam, responses: { 200: { description: "The connections", schema: z.object({ data: z.array(connectionSchema) }) } } }, async (c) => {
       const { agent_id } = pathParams(c, agentParam);
       return c.json({ data: (await connections.list(c.var.tenant, agent_id)).map(presentConnection) });
     }))
-    .post(BASE, describe({ tag, summary: "Connect an agent to an OAuth token", params: agentParam, body: connectionCreateSchema, idempotent: true, responses: { 201: { description: "The connection", schema: connectionSchema }, 404: notFound, 409: refused("The token is already connected to this agent") } }, async (c) => {
+    .post(BASE, describe({ tag, operationId: "create_connection_v2_auth_agents__agent_id__connections_post", summary: "Connect an agent to an OAuth token", params: agentParam, body: connectionCreateSchema, idempotent: true, responses: { 201: { description: "The connection", schema: connectionSchema }, 404: notFound, 409: refused("The token is already connected to this agent") } }, async (c) => {
       const { agent_id } = pathParams(c, agentParam);
       const connection = await connections.create(c.var.tenant, agent_id, await readJson(c));
       return c.json(presentConnection(connection), 201);
     }))
-    .delete(`${BASE}/:connection_id`, describe({ tag, summary: "Delete a connection", params: connectionParam, responses: { 204: { description: "Deleted" }, 404: notFound } }, async (c) => {
+    .delete(`${BASE}/:connection_id`, describe({ tag, operationId: "remove_connection_v2_auth_agents__agent_id__connections__connection_id__delete", summary: "Delete a connection", params: connectionParam, responses: { 204: { description: "Deleted" }, 404: notFound } }, async (c) => {
       const { agent_id, connection_id } = pathParams(c, connectionParam);
       await connections.delete(c.var.tenant, agent_id, connection_id);
       return c.body(null, 204);

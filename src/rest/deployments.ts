@@ -73,32 +73,32 @@ export const deploymentSchema = z.object({
 });
 const deploymentPage = z.object({ resources: z.array(deploymentSchema), offset: z.number().int() });
 const bulkDeleted = z.object({ deleted_ids: z.array(z.uuid()), missing_ids: z.array(z.string()) });
-const tag = "Deployments";
+const tag = "Deployments (v2)";
 
 export function deploymentRoutes(deployments: DeploymentService) {
   return new Hono<Env>()
-    .get("/v2/deployments", describe({ tag, summary: "List deployments", query: deploymentListQuerySchema, responses: { 200: { description: "A page of deployments", schema: deploymentPage } } }, async (c) => {
+    .get("/v2/deployments", describe({ tag, operationId: "list_deployments_v2_deployments_get", summary: "List deployments", query: deploymentListQuerySchema, responses: { 200: { description: "A page of deployments", schema: deploymentPage } } }, async (c) => {
       const page = await deployments.list(c.var.tenant, queryParams(c, deploymentListQuerySchema));
       return c.json({ resources: page.resources.map(presentDeployment), offset: page.offset });
     }))
-    .post("/v2/deployments", describe({ tag, summary: "Create a deployment (and its first revision)", body: deploymentCreateSchema, idempotent: true, responses: { 201: { description: "The deployment", schema: deploymentSchema }, 400: refused("The source cannot be used here: a build this service cannot run, a self-hosted source without a listener, or an integration or listener not found"), 409: refused("A deployment of that name exists in the workspace") } }, async (c) => {
+    .post("/v2/deployments", describe({ tag, operationId: "create_deployment_v2_deployments_post", summary: "Create a deployment (and its first revision)", body: deploymentCreateSchema, idempotent: true, responses: { 201: { description: "The deployment", schema: deploymentSchema }, 400: refused("The source cannot be used here: a build this service cannot run, a self-hosted source without a listener, or an integration or listener not found"), 409: refused("A deployment of that name exists in the workspace") } }, async (c) => {
       const deployment = await deployments.create(c.var.tenant, await readJson(c));
       return c.json(presentDeployment(deployment), 201);
     }))
-    .delete("/v2/deployments", describe({ tag, summary: "Delete several deployments", query: deploymentBulkDeleteQuerySchema, responses: { 200: { description: "All were deleted", schema: bulkDeleted }, 207: { description: "Some were not found: missing_ids names them", schema: bulkDeleted }, 404: refused("None of the deployment IDs were found") } }, async (c) => {
+    .delete("/v2/deployments", describe({ tag, operationId: "delete_deployments_v2_deployments_delete", summary: "Delete several deployments", query: deploymentBulkDeleteQuerySchema, responses: { 200: { description: "All were deleted", schema: bulkDeleted }, 207: { description: "Some were not found: missing_ids names them", schema: bulkDeleted }, 404: refused("None of the deployment IDs were found") } }, async (c) => {
       const { deployment_ids } = queryParams(c, deploymentBulkDeleteQuerySchema);
       const { deleted, missing } = await deployments.deleteMany(c.var.tenant, deployment_ids);
       return c.json({ deleted_ids: deleted, missing_ids: missing }, missing.length > 0 ? 207 : 200);
     }))
-    .get("/v2/deployments/:deployment_id", describe({ tag, summary: "Get a deployment", params: idParam, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound } }, async (c) => {
+    .get("/v2/deployments/:deployment_id", describe({ tag, operationId: "get_deployment_v2_deployments__deployment_id__get", summary: "Get a deployment", params: idParam, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       return c.json(presentDeployment(await deployments.get(c.var.tenant, deployment_id)));
     }))
-    .patch("/v2/deployments/:deployment_id", describe({ tag, summary: "Update a deployment (a new revision when its source changes)", params: idParam, body: deploymentUpdateSchema, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("A field that cannot change once created, a source that cannot be used, revision_source on a self-hosted deployment, or a deployment being deleted") } }, async (c) => {
+    .patch("/v2/deployments/:deployment_id", describe({ tag, operationId: "patch_deployment_v2_deployments__deployment_id__patch", summary: "Update a deployment (a new revision when its source changes)", params: idParam, body: deploymentUpdateSchema, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("A field that cannot change once created, a source that cannot be used, revision_source on a self-hosted deployment, or a deployment being deleted") } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       return c.json(presentDeployment(await deployments.update(c.var.tenant, deployment_id, await readJson(c))));
     }))
-    .delete("/v2/deployments/:deployment_id", describe({ tag, summary: "Delete a deployment", params: idParam, query: deploymentDeleteQuerySchema, responses: { 204: { description: "Deleted" }, 404: notFound } }, async (c) => {
+    .delete("/v2/deployments/:deployment_id", describe({ tag, operationId: "delete_deployment_v2_deployments__deployment_id__delete", summary: "Delete a deployment", params: idParam, query: deploymentDeleteQuerySchema, responses: { 204: { description: "Deleted" }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       queryParams(c, deploymentDeleteQuerySchema);
       await deployments.delete(c.var.tenant, deployment_id);

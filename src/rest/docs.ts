@@ -22,6 +22,12 @@ export interface Answer {
 }
 
 export interface RouteDoc {
+  /**
+   * The operation's name, which generated clients make their method names of. An operation the
+   * reference contract has takes the reference's (test/contract/openapi.test.ts); the others, one
+   * made of the method and path (postV2DeploymentsDeploymentIdPushToken).
+   */
+  operationId?: string;
   summary: string;
   description?: string;
   tag: string;
@@ -192,7 +198,7 @@ function operation(method: string, path: string, doc: RouteDoc) {
   for (const [status, description] of Object.entries(errors)) if (!(status in responses)) responses[status] = errorAnswer(description);
   responses.default = errorAnswer("Any other error, in the same shape.");
   return {
-    operationId: `${method}${path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ""))}`,
+    operationId: doc.operationId ?? `${method}${path.replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ""))}`,
     summary: doc.summary,
     ...(doc.description ? { description: doc.description } : {}),
     tags: [doc.tag],

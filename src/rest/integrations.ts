@@ -43,9 +43,11 @@ const repositorySchema = z.object({
   url: z.string(),
   default_branch: z.string(),
 });
-const tag = "Integrations";
-const repositoriesDoc = (summary: string) =>
-  ({ tag, summary, params: integrationParam, responses: { 200: { description: "The installation's repositories", schema: z.array(repositorySchema) }, 404: notFound } }) as const;
+// The reference tags its v1 operations "Integrations (v1)" and leaves the v2 listing untagged.
+const tag = "Integrations (v2)";
+const v1Tag = "Integrations (v1)";
+const repositoriesDoc = (operationId: string, summary: string) =>
+  ({ tag: v1Tag, operationId, summary, params: integrationParam, responses: { 200: { description: "The installation's repositories", schema: z.array(repositorySchema) }, 404: notFound } }) as const;
 
 export function integrationRoutes(installations: InstallationService, repositories: RepositoryService) {
   const listRepositories = async (c: import("hono").Context<Env>) => {
@@ -53,7 +55,7 @@ export function integrationRoutes(installations: InstallationService, repositori
     return c.json((await repositories.list(c.var.tenant, integration_id)).map(presentRepository));
   };
   return new Hono<Env>()
-    .get(FORGE, describe({ tag, summary: "List code-host installations (cursor paging)", query: installationPageSchema, responses: { 200: { description: "A page of installations", schema: z.object({ items: z.array(installationSchema), next_cursor: z.string().nullable() }) } } }, async (c) => {
+    .get(FORGE, describe({ tag, operationId: "list_forge_codehost_installations_v2_integrations_forge_codehost_installations_get", summary: "List code-host installations (cursor paging)", query: installationPageSchema, responses: { 200: { description: "A page of installations", schema: z.object({ items: z.array(installationSchema), next_cursor: z.string().nullable() }) } } }, async (c) => {
       const page = await installations.page(c.var.tenant, queryParams(c, installationPageSchema));
       return c.json({ items: page.items.map(presentInstallation), next_cursor: page.nextCursor });
     }))
@@ -66,14 +68,14 @@ export function integrationRoutes(installations: InstallationService, repositori
       const { integration_id } = pathParams(c, integrationParam);
       return c.json((await repositories.replace(c.var.tenant, integration_id, await readJson(c))).map(presentRepository));
     }))
-    .get("/v1/integrations/codehost/install", describe({ tag, summary: "List code-host installations (v1)", responses: { 200: { description: "Every installation", schema: z.array(basicInstallationSchema) } } }, async (c) => {
+    .get("/v1/integrations/codehost/install", describe({ tag: v1Tag, operationId: "list_codehost_integrations_v1_integrations_codehost_install_get", summary: "List code-host installations (v1)", responses: { 200: { description: "Every installation", schema: z.array(basicInstallationSchema) } } }, async (c) => {
       return c.json((await installations.all(c.var.tenant)).map(presentBasicInstallation));
     }))
     // The forge variants list the same installations and repositories: this service has one code host.
-    .get("/v1/integrations/forge/codehost/install", describe({ tag, summary: "List code-host installations (v1, forge variant)", responses: { 200: { description: "Every installation", schema: z.array(basicInstallationSchema) } } }, async (c) => {
+    .get("/v1/integrations/forge/codehost/install", describe({ tag: v1Tag, operationId: "list_forge_codehost_integrations_v1_integrations_forge_codehost_install_get", summary: "List code-host installations (v1, forge variant)", responses: { 200: { description: "Every installation", schema: z.array(basicInstallationSchema) } } }, async (c) => {
       return c.json((await installations.all(c.var.tenant)).map(presentBasicInstallation));
     }))
     // A handler of its own each: describe() keys a description by its handler.
-    .get("/v1/integrations/codehost/:integration_id/repos", describe(repositoriesDoc("List an installation's repositories (v1)"), (c) => listRepositories(c)))
-    .get("/v1/integrations/forge/codehost/:integration_id/repos", describe(repositoriesDoc("List an installation's repositories (v1, forge variant)"), (c) => listRepositories(c)));
+    .get("/v1/integrations/codehost/:integration_id/repos", describe(repositoriesDoc("list_codehost_repositories_v1_integrations_codehost__integration_id__repos_get", "List an installation's repositories (v1)"), (c) => listRepositories(c)))
+    .get("/v1/integrations/forge/codehost/:integration_id/repos", describe(repositoriesDoc("list_forge_codehost_repositories_v1_integrations_forge_codehost__integration_id__repos_get", "List an installation's repositories (v1, forge variant)"), (c) => listRepositories(c)));
 }

@@ -28,27 +28,27 @@ export const listenerSchema = z.object({
   version: z.string().nullable(),
 });
 const listenerPage = z.object({ resources: z.array(listenerSchema), offset: z.number().int() });
-const tag = "Listeners";
+const tag = "Listeners (v2)";
 
 export function listenerRoutes(listeners: ListenerService) {
   return new Hono<Env>()
-    .get("/v2/listeners", describe({ tag, summary: "List listeners", query: listQuery, responses: { 200: { description: "A page of listeners", schema: listenerPage } } }, async (c) => {
+    .get("/v2/listeners", describe({ tag, operationId: "list_listeners_v2_listeners_get", summary: "List listeners", query: listQuery, responses: { 200: { description: "A page of listeners", schema: listenerPage } } }, async (c) => {
       const page = await listeners.list(c.var.tenant, queryParams(c, listQuery));
       return c.json({ resources: page.resources.map(presentListener), offset: page.offset });
     }))
-    .post("/v2/listeners", describe({ tag, summary: "Create a listener", body: listenerCreateSchema, idempotent: true, responses: { 201: { description: "The listener", schema: listenerSchema }, 409: refused("A listener with this compute_id exists") } }, async (c) => {
+    .post("/v2/listeners", describe({ tag, operationId: "create_listener_v2_listeners_post", summary: "Create a listener", body: listenerCreateSchema, idempotent: true, responses: { 201: { description: "The listener", schema: listenerSchema }, 409: refused("A listener with this compute_id exists") } }, async (c) => {
       const listener = await listeners.create(c.var.tenant, await readJson(c));
       return c.json(presentListener(listener), 201);
     }))
-    .get("/v2/listeners/:listener_id", describe({ tag, summary: "Get a listener", params: idParam, responses: { 200: { description: "The listener", schema: listenerSchema }, 404: notFound } }, async (c) => {
+    .get("/v2/listeners/:listener_id", describe({ tag, operationId: "get_listener_v2_listeners__listener_id__get", summary: "Get a listener", params: idParam, responses: { 200: { description: "The listener", schema: listenerSchema }, 404: notFound } }, async (c) => {
       const { listener_id } = pathParams(c, idParam);
       return c.json(presentListener(await listeners.get(c.var.tenant, listener_id)));
     }))
-    .patch("/v2/listeners/:listener_id", describe({ tag, summary: "Update a listener's version or compute_config", params: idParam, body: listenerUpdateSchema.optional(), responses: { 200: { description: "The listener", schema: listenerSchema }, 404: notFound } }, async (c) => {
+    .patch("/v2/listeners/:listener_id", describe({ tag, operationId: "patch_listener_v2_listeners__listener_id__patch", summary: "Update a listener's version or compute_config", params: idParam, body: listenerUpdateSchema.optional(), responses: { 200: { description: "The listener", schema: listenerSchema }, 404: notFound } }, async (c) => {
       const { listener_id } = pathParams(c, idParam);
       return c.json(presentListener(await listeners.update(c.var.tenant, listener_id, await readJson(c))));
     }))
-    .delete("/v2/listeners/:listener_id", describe({ tag, summary: "Delete a listener", params: idParam, responses: { 204: { description: "Deleted" }, 404: notFound } }, async (c) => {
+    .delete("/v2/listeners/:listener_id", describe({ tag, operationId: "delete_listener_v2_listeners__listener_id__delete", summary: "Delete a listener", params: idParam, responses: { 204: { description: "Deleted" }, 404: notFound } }, async (c) => {
       const { listener_id } = pathParams(c, idParam);
       await listeners.delete(c.var.tenant, listener_id);
       return c.body(null, 204);

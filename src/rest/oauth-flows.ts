@@ -21,7 +21,7 @@ const presentCallback = ({ flow, token }: CallbackResult) => ({
   token_id: token.id,
 });
 
-const tag = "OAuth flows";
+const tag = "Auth Service (v2)";
 const callbackSchema = z.object({ status: z.literal("completed"), auth_id: z.string(), provider_id: z.string(), token_id: z.string() });
 // The callback's own fields (flows.callback reads them with callbackQuerySchema), described.
 const setupQuery = callbackQuerySchema.extend({
@@ -50,12 +50,12 @@ export function oauthCallbackRoutes(core: Pick<Core, "oauthFlows">) {
     .get(
       "/v2/auth/callback/:provider_id",
       describe(
-        { tag, auth: "none", summary: "The provider's redirect back (opened by the user's browser)", description: "Carries no credentials of ours: the single-use state names the flow.", params: providerParam, query: callbackQuerySchema, responses: { 200: { description: "The flow is complete; the token is stored", schema: callbackSchema }, ...callbackRefused } },
+        { tag, auth: "none", operationId: "oauth_callback_get_v2_auth_callback__provider_id__get", summary: "The provider's redirect back (opened by the user's browser)", description: "Carries no credentials of ours: the single-use state names the flow.", params: providerParam, query: callbackQuerySchema, responses: { 200: { description: "The flow is complete; the token is stored", schema: callbackSchema }, ...callbackRefused } },
         callback,
       ),
     )
     // The setup variant (a code-host app's post-installation redirect) finishes a flow the same way.
-    .get("/v2/auth/setup/:provider_id", describe({ tag, auth: "none", summary: "A code-host app's post-installation redirect: finishes the flow like the callback", params: providerParam, query: setupQuery, responses: { 200: { description: "The flow is complete", schema: callbackSchema.extend({ setup_action: z.string().nullable(), installation_id: z.number().int().nullable() }) }, ...callbackRefused } }, async (c) => {
+    .get("/v2/auth/setup/:provider_id", describe({ tag, auth: "none", operationId: "oauth_setup_callback_v2_auth_setup__provider_id__get", summary: "A code-host app's post-installation redirect: finishes the flow like the callback", params: providerParam, query: setupQuery, responses: { 200: { description: "The flow is complete", schema: callbackSchema.extend({ setup_action: z.string().nullable(), installation_id: z.number().int().nullable() }) }, ...callbackRefused } }, async (c) => {
       const { provider_id } = pathParams(c, providerParam);
       const query = queryOf(c);
       const result = await flows.callback(provider_id, query);
@@ -66,7 +66,7 @@ export function oauthCallbackRoutes(core: Pick<Core, "oauthFlows">) {
 export function oauthFlowRoutes(core: Pick<Core, "oauthFlows">) {
   const flows = core.oauthFlows;
   return new Hono<Env>()
-    .post("/v2/auth/authenticate", describe({ tag, summary: "Start (or reuse) an OAuth flow for a user", body: authenticateSchema, responses: { 200: { description: "completed with the token, or pending with the URL to send the user to (never kept by Idempotency-Key)", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "token_expired"]), url: z.string().nullable(), auth_id: z.string().nullable(), token: z.string().nullable(), user_id: z.string().nullable(), metadata: z.object({ token_id: z.string().optional(), provider_id: z.string().optional(), scopes: z.array(z.string()), expires_at: nullableTimestamp }).nullable() }) }, 404: notFound, 502: refreshUnreachable } }, async (c) => {
+    .post("/v2/auth/authenticate", describe({ tag, operationId: "authenticate_v2_auth_authenticate_post", summary: "Start (or reuse) an OAuth flow for a user", body: authenticateSchema, responses: { 200: { description: "completed with the token, or pending with the URL to send the user to (never kept by Idempotency-Key)", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "token_expired"]), url: z.string().nullable(), auth_id: z.string().nullable(), token: z.string().nullable(), user_id: z.string().nullable(), metadata: z.object({ token_id: z.string().optional(), provider_id: z.string().optional(), scopes: z.array(z.string()), expires_at: nullableTimestamp }).nullable() }) }, 404: notFound, 502: refreshUnreachable } }, async (c) => {
       const result = await flows.authenticate(c.var.tenant, await readJson(c), new URL(c.req.url).origin);
       return c.json({
         status: result.status,
@@ -81,11 +81,11 @@ export function oauthFlowRoutes(core: Pick<Core, "oauthFlows">) {
             : null,
       }, 200, NO_STORE);
     }))
-    .post("/v2/auth/callback/:provider_id", describe({ tag, summary: "Finish a flow with the code and state the provider gave (a client that caught the redirect itself)", params: providerParam, body: finalizeSchema, responses: { 200: { description: "The flow is complete", schema: callbackSchema }, ...callbackRefused } }, async (c) => {
+    .post("/v2/auth/callback/:provider_id", describe({ tag, operationId: "oauth_callback_v2_auth_callback__provider_id__post", summary: "Finish a flow with the code and state the provider gave (a client that caught the redirect itself)", params: providerParam, body: finalizeSchema, responses: { 200: { description: "The flow is complete", schema: callbackSchema }, ...callbackRefused } }, async (c) => {
       const { provider_id } = pathParams(c, providerParam);
       return c.json(presentCallback(await flows.finalize(c.var.tenant, provider_id, await readJson(c))));
     }))
-    .get("/v2/auth/wait/:auth_id", describe({ tag, summary: "Wait (long-poll) for a flow to complete", params: authParam, query: waitQuerySchema, responses: { 200: { description: "The flow's status; the token once completed", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "timeout", "not_found"]), token: z.string().nullable() }) }, 400: refused("The flow expired or failed: start a new one"), 502: refreshUnreachable } }, async (c) => {
+    .get("/v2/auth/wait/:auth_id", describe({ tag, operationId: "wait_for_auth_completion_v2_auth_wait__auth_id__get", summary: "Wait (long-poll) for a flow to complete", params: authParam, query: waitQuerySchema, responses: { 200: { description: "The flow's status; the token once completed", headers: NO_STORE_HEADER, schema: z.object({ status: z.enum(["completed", "pending", "timeout", "not_found"]), token: z.string().nullable() }) }, 400: refused("The flow expired or failed: start a new one"), 502: refreshUnreachable } }, async (c) => {
       const { auth_id } = pathParams(c, authParam);
       const result = await flows.wait(c.var.tenant, auth_id, queryOf(c), c.req.raw.signal);
       return c.json({ status: result.status, token: result.accessToken }, 200, NO_STORE);

@@ -33,27 +33,28 @@ export const revisionSchema = z.object({
   status_message: z.string(),
 });
 const revisionPage = z.object({ resources: z.array(revisionSchema), offset: z.number().int() });
-const tag = "Revisions";
+// The reference has the revisions under its deployments.
+const tag = "Deployments (v2)";
 
 export function revisionRoutes(services: { deployments: DeploymentService; revisions: RevisionService }) {
   const { deployments, revisions } = services;
   const base = "/v2/deployments/:deployment_id/revisions";
   return new Hono<Env>()
-    .get(base, describe({ tag, summary: "List a deployment's revisions", params: deploymentParam, query: revisionListQuerySchema, responses: { 200: { description: "A page of revisions, newest first", schema: revisionPage }, 404: notFound } }, async (c) => {
+    .get(base, describe({ tag, operationId: "list_revisions_v2_deployments__deployment_id__revisions_get", summary: "List a deployment's revisions", params: deploymentParam, query: revisionListQuerySchema, responses: { 200: { description: "A page of revisions, newest first", schema: revisionPage }, 404: notFound } }, async (c) => {
       const { deployment_id } = pathParams(c, deploymentParam);
       const page = await revisions.list(c.var.tenant, deployment_id, queryParams(c, revisionListQuerySchema));
       return c.json({ resources: page.resources.map(presentRevision), offset: page.offset });
     }))
-    .post(base, describe({ tag, summary: "Create a revision (deploy)", params: deploymentParam, body: revisionCreateSchema, idempotent: true, responses: { 201: { description: "The revision", schema: revisionSchema }, 404: notFound, 400: refused("The revision cannot be made: a source that cannot be used, or a deployment being deleted") } }, async (c) => {
+    .post(base, describe({ tag, operationId: "create_deployment_revision", summary: "Create a revision (deploy)", params: deploymentParam, body: revisionCreateSchema, idempotent: true, responses: { 201: { description: "The revision", schema: revisionSchema }, 404: notFound, 400: refused("The revision cannot be made: a source that cannot be used, or a deployment being deleted") } }, async (c) => {
       const { deployment_id } = pathParams(c, deploymentParam);
       const revision = await deployments.createRevision(c.var.tenant, deployment_id, await readJson(c));
       return c.json(presentRevision(revision), 201);
     }))
-    .get(`${base}/:revision_id`, describe({ tag, summary: "Get a revision", params: revisionParams, responses: { 200: { description: "The revision", schema: revisionSchema }, 404: notFound } }, async (c) => {
+    .get(`${base}/:revision_id`, describe({ tag, operationId: "get_revision_v2_deployments__deployment_id__revisions__revision_id__get", summary: "Get a revision", params: revisionParams, responses: { 200: { description: "The revision", schema: revisionSchema }, 404: notFound } }, async (c) => {
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentRevision(await revisions.get(c.var.tenant, deployment_id, revision_id)));
     }))
-    .post(`${base}/:revision_id/redeploy`, describe({ tag, summary: "Redeploy a revision", params: revisionParams, idempotent: true, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("The revision cannot be redeployed: its source cannot be used now, or the deployment is being deleted") } }, async (c) => {
+    .post(`${base}/:revision_id/redeploy`, describe({ tag, operationId: "redeploy_revision_v2_deployments__deployment_id__revisions__revision_id__redeploy_post", summary: "Redeploy a revision", params: revisionParams, idempotent: true, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("The revision cannot be redeployed: its source cannot be used now, or the deployment is being deleted") } }, async (c) => {
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentDeployment(await deployments.redeploy(c.var.tenant, deployment_id, revision_id)));
     }))

@@ -39,6 +39,23 @@ describe("openapi.json against the reference", () => {
     expect(shared.length).toBeGreaterThanOrEqual(40);
   });
 
+  it("names each operation as the reference does (a generated client's method names), and tags it alike", () => {
+    const problems: string[] = [];
+    for (const [where, ref, own] of shared) {
+      // One reference operation was taken from a docs page, its id annotated so: "create_deployment_revision (docs page, no schema published)".
+      const id = ref.operationId?.replace(/ \(.*\)$/, "");
+      if (own.operationId !== id) problems.push(`${where}: operationId ${own.operationId}, the reference ${id}`);
+      if (ref.tags && JSON.stringify(own.tags) !== JSON.stringify(ref.tags)) problems.push(`${where}: tags ${JSON.stringify(own.tags)}, the reference ${JSON.stringify(ref.tags)}`);
+    }
+    expect(problems).toEqual([]);
+  });
+
+  it("names each operation once", () => {
+    const ids = Object.values(ours.paths).flatMap((ops) => Object.values(ops).map((op) => op.operationId));
+    expect(ids.every((id) => typeof id === "string" && /^[A-Za-z_][A-Za-z0-9_]*$/.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
   it("documents each parameter the reference has, required where it is, typed as it is", () => {
     const problems: string[] = [];
     for (const [where, ref, own] of shared) {
