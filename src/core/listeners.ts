@@ -9,10 +9,13 @@ import { parseInput } from "./validation.js";
 
 export type { Listener };
 
-/** `k8s_namespaces` may be null (the listener's own namespace); stored with the key always present. */
+const namespaces = z.array(z.string().min(1).max(63)).max(100);
+/** compute_config as stored and shown: `k8s_namespaces` always present, null for the listener's own namespace. */
+export const computeConfigSchema = z.object({ k8s_namespaces: namespaces.nullable() });
+/** `k8s_namespaces` may be null or left out (the listener's own namespace); stored with the key always present. */
 const computeConfig = z
-  .object({ k8s_namespaces: z.array(z.string().min(1).max(63)).max(100).nullish() })
-  .transform((c) => ({ k8s_namespaces: c.k8s_namespaces ?? null }));
+  .object({ k8s_namespaces: namespaces.nullish() })
+  .transform((c): z.output<typeof computeConfigSchema> => ({ k8s_namespaces: c.k8s_namespaces ?? null }));
 
 /** What the real API takes: compute_config is required, version optional and nullable. */
 export const listenerCreateSchema = z.object({

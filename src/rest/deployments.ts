@@ -3,12 +3,12 @@ import { z } from "zod";
 import type { DeploymentService, DeploymentWithLatestConfig } from "../core/deployments.js";
 import { revisionSourceRevisionConfig } from "../core/revisions.js";
 import { deploymentBulkDeleteQuerySchema, deploymentDeleteQuerySchema, deploymentListQuerySchema } from "../core/schemas/deployment.js";
-import { maskedSecrets, readSecretReferences } from "../core/schemas/secrets.js";
+import { maskedSecrets, readSecretReferences, secretReferenceSchema } from "../core/schemas/secrets.js";
 import { deploymentSourceConfig, emptySourceRevisionConfig } from "../core/schemas/source-config.js";
-import { deploymentStatusSchema } from "../core/schemas/source.js";
+import { deploymentStatusSchema, sourceConfigSchema, sourceRevisionConfigSchema } from "../core/schemas/source.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 import { deploymentCreateSchema, deploymentUpdateSchema } from "../core/schemas/deployment.js";
-import { describe, jsonObject, notFound, refused, timestamp } from "./docs.js";
+import { describe, notFound, refused, timestamp } from "./docs.js";
 
 const idParam = z.object({ deployment_id: z.guid() });
 
@@ -44,6 +44,21 @@ export const presentDeployment = (d: DeploymentWithLatestConfig) => ({
   database_tier: d.databaseTier,
 });
 
+/**
+ * A source config as answers show it: every key the request's has, present (null when unset, as
+ * readSourceConfig fills it), each holding what the request's schema let in.
+ */
+const sourceConfigAnswer = sourceConfigSchema.required().extend({
+  // Where the deployment is served: the custom URL when set, else the generated one (presentDeployment).
+  custom_url: z.string(),
+});
+
+/** A revision's source_revision_config as answers show it (revisionSourceRevisionConfig): the request's keys, and the commit built. */
+export const sourceRevisionConfigAnswer = sourceRevisionConfigSchema.required().extend({
+  repo_commit_sha: z.string().nullable(),
+  repo_commit_title: z.string().nullable(),
+});
+
 export const deploymentSchema = z.object({
   id: z.uuid(),
   tenant_id: z.uuid(),
@@ -52,10 +67,11 @@ export const deploymentSchema = z.object({
   name: z.string(),
   display_name: z.string(),
   source: z.string(),
-  source_config: jsonObject,
-  source_revision_config: jsonObject,
+  source_config: sourceConfigAnswer,
+  source_revision_config: sourceRevisionConfigAnswer,
   secrets: z.array(z.object({ name: z.string(), value: z.string().describe("Always masked") })),
-  secret_references: z.array(jsonObject),
+  // readSecretReferences keeps the stored references this schema reads.
+  secret_references: z.array(secretReferenceSchema),
   status: deploymentStatusSchema,
   latest_revision_id: z.uuid().nullable(),
   active_revision_id: z.uuid().nullable(),

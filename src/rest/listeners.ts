@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { type Listener, type ListenerService, listenerCreateSchema, listenerUpdateSchema } from "../core/listeners.js";
-import { describe, jsonObject, notFound, refused, timestamp } from "./docs.js";
+import { computeConfigSchema, type Listener, type ListenerService, listenerCreateSchema, listenerUpdateSchema } from "../core/listeners.js";
+import { describe, notFound, refused, timestamp } from "./docs.js";
 import { offsetQuery } from "../core/pagination.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 
@@ -22,7 +22,7 @@ export const listenerSchema = z.object({
   id: z.uuid(),
   compute_type: z.string(),
   compute_id: z.string(),
-  compute_config: jsonObject,
+  compute_config: computeConfigSchema,
   created_at: timestamp,
   updated_at: timestamp,
   version: z.string().nullable(),

@@ -6,8 +6,8 @@ import { revisionListQuerySchema, revisionStatusSchema } from "../core/schemas/d
 import { presentDeployment } from "./deployments.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 import { revisionCreateSchema } from "../core/schemas/deployment.js";
-import { describe, jsonObject, notFound, refused, timestamp } from "./docs.js";
-import { deploymentSchema } from "./deployments.js";
+import { describe, notFound, refused, timestamp } from "./docs.js";
+import { deploymentSchema, sourceRevisionConfigAnswer } from "./deployments.js";
 
 const deploymentParam = z.object({ deployment_id: z.guid() });
 const revisionParams = z.object({ deployment_id: z.guid(), revision_id: z.guid() });
@@ -29,7 +29,7 @@ export const revisionSchema = z.object({
   updated_at: timestamp,
   status: revisionStatusSchema,
   source: z.string(),
-  source_revision_config: jsonObject,
+  source_revision_config: sourceRevisionConfigAnswer,
   status_message: z.string(),
 });
 const revisionPage = z.object({ resources: z.array(revisionSchema), offset: z.number().int() });

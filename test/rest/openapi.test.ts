@@ -133,6 +133,28 @@ group("openapi.json", () => {
     expect(() => describe({ tag: "t", summary: "second", responses: { 200: { description: "ok" } } }, handler)).toThrow(/described already \(first\)/);
   });
 
+  it("documents the sub-objects of deployments, revisions and listeners key by key, so that their drift is caught", () => {
+    type Obj = { type?: string; properties?: Record<string, Obj>; required?: string[]; additionalProperties?: unknown; items?: Obj; anyOf?: Obj[] };
+    const doc = JSON.parse(committed) as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Obj }> }> }>> };
+    const answer = (path: string, status: string) => doc.paths[path]!.get!.responses[status]!.content!["application/json"]!.schema;
+    const closed = (schema: Obj | undefined, keys: string[]) => {
+      const object = schema?.anyOf?.find((s) => s.type === "object") ?? schema;
+      expect(object?.additionalProperties).toBe(false);
+      expect(Object.keys(object?.properties ?? {}).sort()).toEqual([...keys].sort());
+    };
+    const deployment = answer("/v2/deployments/{deployment_id}", "200")!.properties!;
+    closed(deployment.source_config, ["integration_id", "repo_url", "build_on_push", "custom_url", "resource_spec", "listener_id", "listener_config", "install_command", "build_command", "deployment_type", "repo_branch"]);
+    const resourceSpec = deployment.source_config!.properties!.resource_spec!.anyOf!.find((s) => s.type === "object")!;
+    expect(resourceSpec.additionalProperties).toBe(false);
+    expect(Object.keys(resourceSpec.properties!)).toEqual(expect.arrayContaining(["min_scale", "cpu", "memory_mb", "sidecars", "autoscaling_behavior"]));
+    const revisionConfig = ["repo_ref", "framework_config_path", "image_uri", "source_tarball_path", "repo_commit_sha", "repo_commit_title"];
+    closed(deployment.source_revision_config, revisionConfig);
+    closed(deployment.secret_references!.items, ["name", "secret_name", "secret_key"]);
+    closed(answer("/v2/deployments/{deployment_id}/revisions/{revision_id}", "200")!.properties!.source_revision_config, revisionConfig);
+    closed(answer("/v2/listeners/{listener_id}", "200")!.properties!.compute_config, ["k8s_namespaces"]);
+    expect(contractViolation("GET", "/v2/listeners/00000000-0000-4000-8000-000000000000", 200, "application/json", JSON.stringify({ id: "00000000-0000-4000-8000-000000000000", compute_type: "k8s", compute_id: "c", compute_config: { namespaces: [] }, created_at: "2026-01-01T00:00:00Z", updated_at: "2026-01-01T00:00:00Z", version: null }))).toMatch(/must have required property 'k8s_namespaces'|must NOT have additional properties/);
+  });
+
   it("is what the answers are checked against: a drifted answer is caught", () => {
     expect(contractViolation("GET", "/v2/listeners", 200, "application/json", JSON.stringify({ resources: [{ id: "x" }], offset: 0 }))).toMatch(/must have required property/);
     expect(contractViolation("GET", "/v2/listeners", 201, "application/json", "{}")).toMatch(/status not documented/);
