@@ -48,16 +48,22 @@ export const presentDeployment = (d: DeploymentWithLatestConfig) => ({
  * A source config as answers show it: every key the request's has, present (null when unset, as
  * readSourceConfig fills it), each holding what the request's schema let in.
  */
-const sourceConfigAnswer = sourceConfigSchema.required().extend({
-  // Where the deployment is served: the custom URL when set, else the generated one (presentDeployment).
-  custom_url: z.string(),
-});
+const sourceConfigAnswer = sourceConfigSchema
+  .required()
+  .extend({
+    // Where the deployment is served: the custom URL when set, else the generated one (presentDeployment).
+    custom_url: z.string(),
+  })
+  .meta({ id: "SourceConfig" });
 
 /** A revision's source_revision_config as answers show it (revisionSourceRevisionConfig): the request's keys, and the commit built. */
-export const sourceRevisionConfigAnswer = sourceRevisionConfigSchema.required().extend({
-  repo_commit_sha: z.string().nullable(),
-  repo_commit_title: z.string().nullable(),
-});
+export const sourceRevisionConfigAnswer = sourceRevisionConfigSchema
+  .required()
+  .extend({
+    repo_commit_sha: z.string().nullable(),
+    repo_commit_title: z.string().nullable(),
+  })
+  .meta({ id: "SourceRevisionConfig" });
 
 export const deploymentSchema = z.object({
   id: z.uuid(),
@@ -71,7 +77,7 @@ export const deploymentSchema = z.object({
   source_revision_config: sourceRevisionConfigAnswer,
   secrets: z.array(z.object({ name: z.string(), value: z.string().describe("Always masked") })),
   // readSecretReferences keeps the stored references this schema reads.
-  secret_references: z.array(secretReferenceSchema),
+  secret_references: z.array(secretReferenceSchema.meta({ id: "SecretReference" })),
   status: deploymentStatusSchema,
   latest_revision_id: z.uuid().nullable(),
   active_revision_id: z.uuid().nullable(),
@@ -86,7 +92,7 @@ export const deploymentSchema = z.object({
   deployment_tier: z.string(),
   compute_tier: z.string(),
   database_tier: z.string(),
-});
+}).meta({ id: "Deployment" });
 const deploymentPage = z.object({ resources: z.array(deploymentSchema), offset: z.number().int() });
 const bulkDeleted = z.object({ deleted_ids: z.array(z.uuid()), missing_ids: z.array(z.string()) });
 const tag = "Deployments (v2)";

@@ -72,9 +72,32 @@ export const validationIssue = z.object({
 });
 export const errorSchema = z.object({ detail: z.union([z.string(), z.array(validationIssue)]) });
 
-const jsonSchema = (schema: Schema, io: "input" | "output") => {
-  const { $schema: _, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any", target: "draft-2020-12", reused: "inline" }) as Record<string, unknown>;
-  return rest;
+/**
+ * The schemas named with `.meta({ id })` (Deployment, SourceConfig, ...), gathered while the
+ * operations are made: the document shares each as components/schemas/<id> rather than repeat it in
+ * every operation that answers one.
+ */
+type Components = Map<string, unknown>;
+
+/** `json` with its references to `$defs` (where zod puts named schemas) made references to the components. */
+function toComponents(json: unknown): unknown {
+  if (Array.isArray(json)) return json.map(toComponents);
+  if (typeof json !== "object" || json === null) return json;
+  return Object.fromEntries(
+    Object.entries(json).map(([key, value]) => [key, key === "$ref" && typeof value === "string" ? value.replace(/^#\/\$defs\//, "#/components/schemas/") : toComponents(value)]),
+  );
+}
+
+const jsonSchema = (schema: Schema, io: "input" | "output", components: Components) => {
+  const { $schema: _, $defs, ...rest } = z.toJSONSchema(schema, { io, unrepresentable: "any", target: "draft-2020-12", reused: "inline" }) as Record<string, unknown>;
+  for (const [id, definition] of Object.entries(($defs ?? {}) as Record<string, unknown>)) {
+    const shared = toComponents(definition);
+    const other = components.get(id);
+    // One name, one shape: a schema named for answers and also read as a request (input) would differ.
+    if (other !== undefined && JSON.stringify(other) !== JSON.stringify(shared)) throw new Error(`the schema named ${id} has two shapes in the document: name only one of them`);
+    components.set(id, shared);
+  }
+  return toComponents(rest);
 };
 
 const ERROR_REF = { $ref: "#/components/schemas/Error" };
@@ -164,7 +187,7 @@ const SECURITY: Record<NonNullable<RouteDoc["auth"]>, object[]> = {
   "signed-url": [],
 };
 
-function operation(method: string, path: string, doc: RouteDoc) {
+function operation(method: string, path: string, doc: RouteDoc, components: Components) {
   const auth = doc.auth ?? "api";
   const params = [
     ...parameters(doc.params, "path"),
@@ -178,7 +201,7 @@ function operation(method: string, path: string, doc: RouteDoc) {
       description: answer.description,
       ...(answer.headers ? { headers: Object.fromEntries(Object.entries(answer.headers).map(([h, d]) => [h, { description: d, schema: { type: "string" } }])) } : {}),
       // The error shape is one component, however many answers use it.
-      ...(answer.schema ? { content: { "application/json": { schema: answer.schema === errorSchema ? ERROR_REF : jsonSchema(answer.schema, "output") } } } : {}),
+      ...(answer.schema ? { content: { "application/json": { schema: answer.schema === errorSchema ? ERROR_REF : jsonSchema(answer.schema, "output", components) } } } : {}),
     };
   }
   const errors: Record<string, string> = {};
@@ -205,7 +228,7 @@ function operation(method: string, path: string, doc: RouteDoc) {
     security: SECURITY[auth],
     ...(params.length > 0 ? { parameters: params } : {}),
     ...(doc.body
-      ? { requestBody: { required: bodyRequired(doc), content: { [doc.bodyMedia ?? "application/json"]: { schema: doc.bodyMedia ? { type: "string", contentMediaType: doc.bodyMedia } : jsonSchema(doc.body, "input") } } } }
+      ? { requestBody: { required: bodyRequired(doc), content: { [doc.bodyMedia ?? "application/json"]: { schema: doc.bodyMedia ? { type: "string", contentMediaType: doc.bodyMedia } : jsonSchema(doc.body, "input", components) } } } }
       : {}),
     responses,
   };
@@ -236,12 +259,13 @@ export function openApiDocument(routes: Route[], version: string): Record<string
   if (missing.length > 0) throw new Error(`routes without describe(): ${missing.join(", ")}`);
   const paths: Record<string, Record<string, unknown>> = {};
   const seen = new Set<string>();
+  const components: Components = new Map();
   for (const route of routes) {
     const path = openApiPath(route.path);
     const key = `${route.method} ${path}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    (paths[path] ??= {})[route.method.toLowerCase()] = operation(route.method.toLowerCase(), path, docs.get(route.handler)!);
+    (paths[path] ??= {})[route.method.toLowerCase()] = operation(route.method.toLowerCase(), path, docs.get(route.handler)!, components);
   }
   const sorted = Object.fromEntries(Object.entries(paths).sort(([a], [b]) => a.localeCompare(b)));
   return {
@@ -255,7 +279,7 @@ export function openApiDocument(routes: Route[], version: string): Record<string
     servers: [{ url: "/" }],
     paths: sorted,
     components: {
-      schemas: { Error: jsonSchema(errorSchema, "output") },
+      schemas: { Error: jsonSchema(errorSchema, "output", components), ...Object.fromEntries([...components].sort(([a], [b]) => a.localeCompare(b))) },
       securitySchemes: {
         ApiKey: { type: "apiKey", in: "header", name: "X-Api-Key" },
         TenantId: { type: "apiKey", in: "header", name: "X-Tenant-Id", description: "The workspace, for an organisation-wide key." },

@@ -22,11 +22,11 @@ export const listenerSchema = z.object({
   id: z.uuid(),
   compute_type: z.string(),
   compute_id: z.string(),
-  compute_config: computeConfigSchema,
+  compute_config: computeConfigSchema.meta({ id: "ListenerComputeConfig" }),
   created_at: timestamp,
   updated_at: timestamp,
   version: z.string().nullable(),
-});
+}).meta({ id: "Listener" });
 const listenerPage = z.object({ resources: z.array(listenerSchema), offset: z.number().int() });
 const tag = "Listeners (v2)";
 

@@ -31,7 +31,7 @@ export const revisionSchema = z.object({
   source: z.string(),
   source_revision_config: sourceRevisionConfigAnswer,
   status_message: z.string(),
-});
+}).meta({ id: "Revision" });
 const revisionPage = z.object({ resources: z.array(revisionSchema), offset: z.number().int() });
 // The reference has the revisions under its deployments.
 const tag = "Deployments (v2)";

@@ -120,6 +120,18 @@ group("openapi.json", () => {
     expect(made.paths["/v2/q"]!.get!.parameters.find((p) => p.name === "maybe")!.description).toBe("a flag");
   });
 
+  it("shares named schemas as components, and refuses one name for two shapes", () => {
+    const doc = JSON.parse(committed) as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>>; components: { schemas: Record<string, unknown> } };
+    expect(Object.keys(doc.components.schemas)).toEqual(expect.arrayContaining(["Error", "Deployment", "Revision", "Listener", "SourceConfig", "SourceRevisionConfig", "SecretReference", "ListenerComputeConfig"]));
+    expect(doc.paths["/v2/deployments/{deployment_id}"]!.get!.responses["200"]!.content!["application/json"]!.schema).toEqual({ $ref: "#/components/schemas/Deployment" });
+    expect(committed).not.toContain("$defs");
+
+    const named = z.object({ a: z.string() }).meta({ id: "OpenApiTestTwoShapes" });
+    const app = new Hono().post("/v2/both", describe({ tag: "t", summary: "both", body: z.object({ named }), responses: { 200: { description: "ok", schema: z.object({ named }) } } }, (c) => c.json({})));
+    // As a request an object is open (unknown fields are ignored), as an answer closed: two shapes.
+    expect(() => openApiDocument(routesOf(app), "1")).toThrow(/OpenApiTestTwoShapes has two shapes/);
+  });
+
   it("cannot be made with a route that has no description", () => {
     const app = new Hono()
       .get("/v2/described", describe({ tag: "t", summary: "described", responses: { 200: { description: "ok", schema: z.object({ ok: z.boolean() }) } } }, (c) => c.json({ ok: true })))
@@ -134,24 +146,30 @@ group("openapi.json", () => {
   });
 
   it("documents the sub-objects of deployments, revisions and listeners key by key, so that their drift is caught", () => {
-    type Obj = { type?: string; properties?: Record<string, Obj>; required?: string[]; additionalProperties?: unknown; items?: Obj; anyOf?: Obj[] };
-    const doc = JSON.parse(committed) as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Obj }> }> }>> };
-    const answer = (path: string, status: string) => doc.paths[path]!.get!.responses[status]!.content!["application/json"]!.schema;
+    type Obj = { $ref?: string; type?: string; properties?: Record<string, Obj>; required?: string[]; additionalProperties?: unknown; items?: Obj; anyOf?: Obj[] };
+    const doc = JSON.parse(committed) as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Obj }> }> }>>; components: { schemas: Record<string, Obj> } };
+    // A shared schema is a reference to components/schemas; a nullable one, the object among anyOf.
+    const resolve = (schema: Obj | undefined): Obj | undefined => {
+      if (schema?.$ref) return resolve(doc.components.schemas[schema.$ref.replace("#/components/schemas/", "")]);
+      const object = schema?.anyOf?.find((s) => s.type === "object" || s.$ref);
+      return object ? resolve(object) : schema;
+    };
+    const answer = (path: string) => resolve(doc.paths[path]!.get!.responses["200"]!.content!["application/json"]!.schema)!;
     const closed = (schema: Obj | undefined, keys: string[]) => {
-      const object = schema?.anyOf?.find((s) => s.type === "object") ?? schema;
+      const object = resolve(schema);
       expect(object?.additionalProperties).toBe(false);
       expect(Object.keys(object?.properties ?? {}).sort()).toEqual([...keys].sort());
     };
-    const deployment = answer("/v2/deployments/{deployment_id}", "200")!.properties!;
+    const deployment = answer("/v2/deployments/{deployment_id}").properties!;
     closed(deployment.source_config, ["integration_id", "repo_url", "build_on_push", "custom_url", "resource_spec", "listener_id", "listener_config", "install_command", "build_command", "deployment_type", "repo_branch"]);
-    const resourceSpec = deployment.source_config!.properties!.resource_spec!.anyOf!.find((s) => s.type === "object")!;
+    const resourceSpec = resolve(resolve(deployment.source_config)!.properties!.resource_spec)!;
     expect(resourceSpec.additionalProperties).toBe(false);
     expect(Object.keys(resourceSpec.properties!)).toEqual(expect.arrayContaining(["min_scale", "cpu", "memory_mb", "sidecars", "autoscaling_behavior"]));
     const revisionConfig = ["repo_ref", "framework_config_path", "image_uri", "source_tarball_path", "repo_commit_sha", "repo_commit_title"];
     closed(deployment.source_revision_config, revisionConfig);
     closed(deployment.secret_references!.items, ["name", "secret_name", "secret_key"]);
-    closed(answer("/v2/deployments/{deployment_id}/revisions/{revision_id}", "200")!.properties!.source_revision_config, revisionConfig);
-    closed(answer("/v2/listeners/{listener_id}", "200")!.properties!.compute_config, ["k8s_namespaces"]);
+    closed(answer("/v2/deployments/{deployment_id}/revisions/{revision_id}").properties!.source_revision_config, revisionConfig);
+    closed(answer("/v2/listeners/{listener_id}").properties!.compute_config, ["k8s_namespaces"]);
     expect(contractViolation("GET", "/v2/listeners/00000000-0000-4000-8000-000000000000", 200, "application/json", JSON.stringify({ id: "00000000-0000-4000-8000-000000000000", compute_type: "k8s", compute_id: "c", compute_config: { namespaces: [] }, created_at: "2026-01-01T00:00:00Z", updated_at: "2026-01-01T00:00:00Z", version: null }))).toMatch(/must have required property 'k8s_namespaces'|must NOT have additional properties/);
   });
 

@@ -13,8 +13,16 @@ const map = <K extends z.ZodType<string>, V extends z.ZodType>(key: K, value: V)
     return input;
   }, z.record(key, value));
 
+/**
+ * Any JSON value, as z.json() takes, but named: the OpenAPI document shares a recursive schema as a
+ * component, and one zod leaves unnamed gets a name made up per conversion (__schema0).
+ */
+const jsonValue: z.ZodType<z.core.util.JSONType> = z
+  .lazy(() => z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(jsonValue), z.record(z.string(), jsonValue)]))
+  .meta({ id: "JsonValue" });
+
 /** Opaque JSON objects of Kubernetes shapes SPEC.md does not detail (volume sources, securityContext, ...). */
-const object = map(z.string(), z.json());
+const object = map(z.string(), jsonValue);
 
 /**
  * The largest whole number any field here may take: GraphQL's Int is 32-bit, so a larger value would be
