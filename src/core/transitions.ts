@@ -106,6 +106,8 @@ export async function transitionInTx(tx: Tx, req: TransitionRequest): Promise<Tr
       // The next status's step has not crashed yet (src/pipeline/leases.ts).
       stepCrashes: 0,
       stepCrashesAlone: 0,
+      leaseTakenFrom: null,
+      leaseTakenAlone: false,
       ...req.patch,
     },
   });

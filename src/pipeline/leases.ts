@@ -9,8 +9,10 @@ import type { PrismaClient } from "../db/client.js";
  * Every way a live worker ends a step clears its lease (a transition, a retry, a wait, a graceful
  * stop); only a process that stopped mid-step leaves one held. So a claim that takes over a held lease
  * counts a crash of that step (`step_crashes`), and of its run alone when the dead holder ran it alone
- * (`step_crashes_alone`); a transition starts both again from 0. A holder too stalled to renew its
- * lease counts as dead too: to the pipeline it was.
+ * (`step_crashes_alone`); a transition starts both again from 0. A holder that could not renew (it
+ * lost the database for longer than its lease, or stalled) looks as dead; if it was not, it finds its
+ * lease taken once it is back, and takes back the crash counted for it (`absolve`): a database
+ * outage is no crash of the steps that were in flight.
  */
 export class Leases {
   constructor(
@@ -29,6 +31,8 @@ export class Leases {
       UPDATE revisions SET lease_owner = ${this.owner}, lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond',
         step_crashes = step_crashes + (lease_owner IS NOT NULL AND lease_owner <> ${this.owner})::int,
         step_crashes_alone = step_crashes_alone + (lease_owner IS NOT NULL AND lease_owner <> ${this.owner} AND lease_alone)::int,
+        lease_taken_from = CASE WHEN lease_owner IS NOT NULL AND lease_owner <> ${this.owner} THEN lease_owner ELSE lease_taken_from END,
+        lease_taken_alone = CASE WHEN lease_owner IS NOT NULL AND lease_owner <> ${this.owner} THEN lease_alone ELSE lease_taken_alone END,
         lease_alone = false
       WHERE id IN (
         SELECT id FROM revisions
@@ -57,12 +61,28 @@ export class Leases {
     return count > 0;
   }
 
-  /** Gives a step back, due again after `delayMs` (a retry, or a queued revision waiting its turn). */
-  async release(revisionId: string, delayMs: number): Promise<void> {
-    await this.prisma.$executeRaw`
+  /**
+   * Gives a step back, due again after `delayMs` (a retry, or a queued revision waiting its turn);
+   * false when the lease was no longer ours.
+   */
+  async release(revisionId: string, delayMs: number): Promise<boolean> {
+    const count = await this.prisma.$executeRaw`
       UPDATE revisions SET lease_owner = NULL, lease_until = NULL,
         next_step_at = now() + ${delayMs}::double precision * interval '1 millisecond'
       WHERE id = ${revisionId}::uuid AND lease_owner = ${this.owner}`;
+    return count > 0;
+  }
+
+  /**
+   * We were alive when our lease of this step was taken over (we find it lost once we can reach the
+   * database again): the crash that takeover counted, ours, is taken back.
+   */
+  async absolve(revisionId: string): Promise<void> {
+    await this.prisma.$executeRaw`
+      UPDATE revisions SET step_crashes = greatest(step_crashes - 1, 0),
+        step_crashes_alone = greatest(step_crashes_alone - lease_taken_alone::int, 0),
+        lease_taken_from = NULL, lease_taken_alone = false
+      WHERE id = ${revisionId}::uuid AND lease_taken_from = ${this.owner}`;
   }
 
   /** No step follows (UNKNOWN, or a status its route never enters): not due again until a user acts. */

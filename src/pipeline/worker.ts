@@ -105,6 +105,8 @@ export class PipelineWorker {
   private readonly sweeper: LogSweeper;
   private readonly deletions: DeletionSweeper;
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  /** Leases a failed step could not give back (the database was lost): tried again before each claim (giveBack). */
+  private readonly unreleased = new Map<string, number>();
   /** Steps this worker saw fail in a row on an internal error that is not transient. */
   private readonly failures = new FailuresInARow();
   /** Steps suspected of crashing the service, each waiting to run with no other in flight. */
@@ -174,6 +176,7 @@ export class PipelineWorker {
     while (this.running) {
       // Nothing new starts while a suspect waits for the others to end, or runs.
       const free = this.alone.waiting ? 0 : this.options.concurrency - this.inFlight.size;
+      for (const [id, delayMs] of [...this.unreleased]) await this.giveBack(id, delayMs);
       let claimed: string[] = [];
       if (free > 0) {
         try {
@@ -232,8 +235,13 @@ export class PipelineWorker {
     const signal = abort.signal;
     const renew = setInterval(() => {
       this.leases.renew(revision.id).then(
-        // This step's, not whichever step of the revision is in progress when the answer comes.
-        (held) => held || abort.abort(new Error("lease lost")),
+        (held) => {
+          if (held) return;
+          // This step's, not whichever step of the revision is in progress when the answer comes.
+          abort.abort(new Error("lease lost"));
+          // Taken over while we could not renew: we were alive, and say so (Leases.absolve).
+          void this.giveBack(revision.id, 0);
+        },
         (err) => this.logger.warn({ err, revision_id: revision.id }, "pipeline: lease renewal failed"),
       );
     }, Math.max(10, Math.floor(this.options.leaseMs / 3)));
@@ -282,13 +290,29 @@ export class PipelineWorker {
       // Again later, and later each time in a row (retryMs, twice that, four times…, at most 64 times):
       // at the defaults the step gives up after waits of 1 + 2 + 4 + 8 s.
       const delay = this.options.retryMs * 2 ** Math.min(Math.max(inARow - 1, 0), 6);
-      await this.leases.release(revision.id, delay).catch(() => {});
+      await this.giveBack(revision.id, delay);
     } finally {
       clearInterval(renew);
       // A step that ended (or was dropped) starts the count again; an aborted one says nothing.
       if (!failed && !signal.aborted) this.failures.clear(revision.id);
       // Only the steps that ran (not those gated, parked or abandoned): outcome ok, failed or error.
       if (stepLog && !signal.aborted) this.options.onStep?.(revision.status, outcomeLabel, (performance.now() - started) / 1000);
+    }
+  }
+
+  /**
+   * Gives a step's lease back, due after `delayMs`; a lease found taken over meanwhile takes back the
+   * crash its takeover counted for us (we were alive). A database that cannot be reached: kept in
+   * `unreleased` and tried again before the next claim, so that a lost database is not counted as the
+   * death of the steps it interrupted, and a lease not given back is not left to run out when it can be.
+   */
+  private async giveBack(revisionId: string, delayMs: number): Promise<void> {
+    try {
+      if (!(await this.leases.release(revisionId, delayMs))) await this.leases.absolve(revisionId);
+      this.unreleased.delete(revisionId);
+    } catch (err) {
+      if (!this.unreleased.has(revisionId)) this.logger.warn({ err, revision_id: revisionId }, "pipeline: giving a step back failed; trying again");
+      this.unreleased.set(revisionId, delayMs);
     }
   }
 

@@ -1,9 +1,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { applyTransition } from "../../src/core/transitions.js";
 import { AloneLine } from "../../src/pipeline/alone.js";
+import { Leases } from "../../src/pipeline/leases.js";
+import type { PipelineWorker } from "../../src/pipeline/worker.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { waitFor } from "../support/wait.js";
@@ -26,6 +28,8 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const prisma = () => t.app.db.prisma;
+/** A worker's leases (private to it: the test fails its statements, as a lost database would). */
+const leasesOf = (w: PipelineWorker) => (w as unknown as { leases: Leases }).leases;
 const deploy = () => createDeployment(t, ws.apiKey);
 const TERMINAL = ["DEPLOYED", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "SKIPPED", "INTERRUPTED"];
 const revisionRow = (id: string) => prisma().revision.findUniqueOrThrow({ where: { id } });
@@ -180,6 +184,31 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     await prisma().revision.update({ where: { id: revision.id }, data: { leaseUntil: new Date(Date.now() - 60_000) } });
     await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "the build to start again" });
     expect(await revisionRow(revision.id)).toMatchObject({ status: "BUILDING", leaseOwner: w.options.owner, stepCrashes: 0, stepCrashesAlone: 0 });
+    await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+  });
+
+  it("counts no death when a live worker lost the database for longer than its lease, and another took the step over", async () => {
+    const runtime = new CrashingRuntime();
+    const { revision } = await deploy();
+    runtime.fatal.add(revision.id);
+    const a = worker(runtime);
+    await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
+    // A's statements fail (a database restarting, a failover) past its lease: to the others it looks dead.
+    const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+    const renew = Leases.prototype.renew;
+    const outage = vi.spyOn(Leases.prototype, "renew").mockImplementation(function (this: Leases, id: string) {
+      return this === leasesOf(a) ? Promise.reject(lost) : renew.call(this, id);
+    });
+    try {
+      const b = worker(runtime);
+      await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "B to take the build over" });
+      expect(await revisionRow(revision.id)).toMatchObject({ leaseOwner: b.options.owner, stepCrashes: 1 });
+    } finally {
+      outage.mockRestore();
+    }
+    // A is back, finds its lease taken, and says it was alive: no death of the step to count.
+    await waitFor(() => revisionRow(revision.id), (r) => r.stepCrashes === 0, { what: "A's word that it did not die" });
+    expect(await revisionRow(revision.id)).toMatchObject({ status: "BUILDING", stepCrashes: 0, stepCrashesAlone: 0 });
     await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
   });
 
