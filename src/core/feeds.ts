@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { DomainEvent, EventBus, Unsubscribe } from "../events/types.js";
 import { CoreError } from "./errors.js";
+import { isDatabaseUnavailable } from "./prisma-errors.js";
 
 type Waiter<T> = { resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void };
 
@@ -18,6 +20,15 @@ export interface Backlog<T> {
   /** What ends a subscriber past the limit. */
   overflow(): unknown;
 }
+
+/**
+ * How long a feed keeps reading again while the database cannot be reached before it ends its
+ * subscribers with SERVICE_UNAVAILABLE (a restart or a failover takes seconds; the statement bound,
+ * src/db/client.ts, is 20 s), and the waits between its reads.
+ */
+const OUTAGE_PATIENCE_MS = 60_000;
+const OUTAGE_FIRST_RETRY_MS = 250;
+const OUTAGE_MAX_RETRY_MS = 5_000;
 
 /** The changes a subscriber of an object's state may be behind (statuses, revisions): a client that reads is never near it. */
 export const MAX_CHANGES_BEHIND = 1000;
@@ -376,10 +387,30 @@ export abstract class Feed<T, J = void> {
     try {
       while (!this.ended) {
         const full = await this.wakeup.wait();
-        if (!this.ended) await this.step(full);
+        if (!this.ended) await this.stepThroughOutage(full);
       }
     } catch (err) {
       this.fail(err);
+    }
+  }
+
+  /**
+   * A step, read again while the database cannot be reached (a restart, a failover, connections cut),
+   * at growing intervals for up to OUTAGE_PATIENCE_MS: the subscribers stay, and catch up once it
+   * answers. Each read after a failed one is full, as after a resync: what was told meanwhile may be
+   * lost. Any other error, or an outage longer than that, ends the feed with it.
+   */
+  private async stepThroughOutage(full: boolean): Promise<void> {
+    const giveUpAt = Date.now() + OUTAGE_PATIENCE_MS;
+    for (let delayMs = OUTAGE_FIRST_RETRY_MS; ; delayMs = Math.min(delayMs * 2, OUTAGE_MAX_RETRY_MS)) {
+      try {
+        return await this.step(full);
+      } catch (err) {
+        if (!isDatabaseUnavailable(err) || Date.now() + delayMs > giveUpAt) throw err;
+      }
+      await sleep(delayMs, undefined, { ref: false });
+      if (this.ended) return;
+      full = true;
     }
   }
 }

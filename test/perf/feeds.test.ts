@@ -112,6 +112,51 @@ describe("a subscriber that falls behind (Backlog)", () => {
   });
 });
 
+describe("a feed whose read meets a lost database", () => {
+  it("keeps its subscribers and reads again, in full, until the database answers", async () => {
+    const bus = new MemoryEventBus();
+    const feed = new Flaky(60_000, () => {});
+    feed.open(bus, topics.revision("r"), "ws-1");
+    const channel = await feed.join();
+    feed.failures = 2;
+    await bus.publish({ type: "revision.status", workspaceId: "ws-1", revisionId: "r", deploymentId: "d", status: "QUEUED" });
+    expect(await channel.next()).toEqual({ value: 1, done: false });
+    // Read three times: the event's step, then again (in full: what was told meanwhile may be lost).
+    expect(feed.steps).toEqual([false, true, true]);
+    expect(channel.closed).toBe(false);
+    await channel.return();
+  });
+
+  it("ends its subscribers with the error when the error is not a lost database", async () => {
+    const bus = new MemoryEventBus();
+    const feed = new Flaky(60_000, () => {});
+    feed.open(bus, topics.revision("r"), "ws-1");
+    const channel = await feed.join();
+    feed.failures = 1;
+    feed.fault = new TypeError("a bug");
+    await bus.publish({ type: "revision.status", workspaceId: "ws-1", revisionId: "r", deploymentId: "d", status: "QUEUED" });
+    await expect(channel.next()).rejects.toThrow("a bug");
+    expect(feed.ended).toBe(true);
+  });
+});
+
+/** Publishes a count of its successful steps; its next `failures` steps throw `fault` (a lost connection). */
+class Flaky extends Feed<number> {
+  failures = 0;
+  fault: Error = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+  readonly steps: boolean[] = [];
+  private n = 0;
+  protected async load(): Promise<void> {}
+  protected async step(full: boolean): Promise<void> {
+    this.steps.push(full);
+    if (this.failures > 0) {
+      this.failures--;
+      throw this.fault;
+    }
+    this.publish(++this.n, true);
+  }
+}
+
 /** Publishes 1, 2, 3… one a step; a subscriber may be 3 behind. */
 const COUNTER_BACKLOG = 3;
 class Counter extends Feed<number> {
