@@ -3,7 +3,6 @@ import type { PrismaClient } from "../db/client.js";
 import type { Prisma } from "../generated/prisma/client.js";
 import { hashApiKey, keyPrefix } from "./auth.js";
 
-
 /**
  * Held (for its transaction) by whoever provisions at start-up: replicas starting together on one
  * PostgreSQL take turns, so that the second sees what the first made instead of making it again.

@@ -176,7 +176,11 @@ export class PipelineWorker {
     while (this.running) {
       // Nothing new starts while a suspect waits for the others to end, or runs.
       const free = this.alone.waiting ? 0 : this.options.concurrency - this.inFlight.size;
-      for (const [id, delayMs] of [...this.unreleased]) await this.giveBack(id, delayMs);
+      for (const [id, delayMs] of [...this.unreleased]) {
+        // Claimed again by this worker meanwhile (its lease ran out): the step in flight holds it now.
+        if (this.inFlight.has(id)) this.unreleased.delete(id);
+        else await this.giveBack(id, delayMs);
+      }
       let claimed: string[] = [];
       if (free > 0) {
         try {
