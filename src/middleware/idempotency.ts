@@ -52,13 +52,36 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
       // A failed server runs again on retry; an answer that carries a credential (no-store) is not kept.
       if (res.status >= 500 || /\bno-store\b/i.test(res.headers.get("cache-control") ?? "")) {
         await service.release(tenant, key);
-      } else {
-        const text = await res.clone().text();
-        await service.complete(tenant, key, { status: res.status, contentType: res.headers.get("content-type"), body: text });
+        return;
       }
+      const answer = { status: res.status, contentType: res.headers.get("content-type"), body: await res.clone().text() };
+      await service.complete(tenant, key, answer).catch((err: unknown) => {
+        // The change is made: its answer must be kept, or a retry after the claim went stale would
+        // make it again. Stored once the database answers (retries wait for it meanwhile).
+        logger.warn({ err, path: url.pathname }, "could not store the answer of an idempotent request; trying again");
+        storeLater(() => service.complete(tenant, key, answer), logger, url.pathname);
+      });
     } catch (err) {
       // The request itself succeeded: answer it. The key stays claimed until it goes stale.
-      logger.warn({ err, path: url.pathname }, "could not store the answer of an idempotent request");
+      logger.warn({ err, path: url.pathname }, "could not release the key of an idempotent request");
     }
   };
+}
+
+/** How long an answer is tried again (within the claim's staleness, 60 s), and the first pause. */
+const STORE_FOR_MS = 45_000;
+const FIRST_PAUSE_MS = 250;
+
+/** Tries `store` again at growing intervals, in the background, until it succeeds or STORE_FOR_MS pass. */
+function storeLater(store: () => Promise<void>, logger: Logger, path: string): void {
+  const giveUpAt = Date.now() + STORE_FOR_MS;
+  const attempt = (pauseMs: number) => {
+    setTimeout(() => {
+      store().catch((err: unknown) => {
+        if (Date.now() + pauseMs * 2 > giveUpAt) logger.error({ err, path }, "gave up storing the answer of an idempotent request: a retry after 60 s runs it again");
+        else attempt(pauseMs * 2);
+      });
+    }, pauseMs).unref();
+  };
+  attempt(FIRST_PAUSE_MS);
 }

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { Hono } from "hono";
 import { SignJWT } from "jose";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Tenant } from "../../src/core/auth.js";
 import { IdempotencyService } from "../../src/core/idempotency.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
@@ -236,6 +236,30 @@ describe("IdempotencyService", () => {
     expect(await service.claim(tenant, "stale", req)).toEqual({ kind: "fresh" });
     await t.app.db.sql.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'stale'`);
     expect(await service.claim(tenant, "stale", req)).toEqual({ kind: "fresh" });
+  });
+
+  it("stores the answer once the database is back when storing it met a lost connection: a retry replays it, and runs nothing", async () => {
+    const app = new Hono();
+    let calls = 0;
+    // Patient enough for a retry to wait out the first try's pause.
+    const patient = new IdempotencyService(t.app.core.deps, Buffer.alloc(32, 3), { waitMs: 10_000, staleMs: 60_000 });
+    app.use("*", idempotency(patient, t.app.core.auth, t.app.logger));
+    app.post("/v2/made", (c) => c.json({ call: ++calls }, 201));
+    const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+    const complete = vi.spyOn(patient, "complete").mockRejectedValueOnce(lost);
+    const send = () =>
+      app.fetch(new Request("http://test/v2/made", { method: "POST", headers: { "x-api-key": ws.apiKey, "idempotency-key": "made" }, body: "{}" }));
+    try {
+      expect((await send()).status).toBe(201);
+      const retry = await send();
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get("idempotent-replayed")).toBe("true");
+      expect(await retry.json()).toEqual({ call: 1 });
+      expect(calls).toBe(1);
+      expect(complete).toHaveBeenCalledTimes(2);
+    } finally {
+      complete.mockRestore();
+    }
   });
 
   it("releases a key when the server failed, so that a retry runs again", async () => {
