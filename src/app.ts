@@ -39,7 +39,7 @@ import { restRoutes } from "./rest/index.js";
 import { uploadRoutes } from "./rest/builds.js";
 import { countRevisionStatuses, Metrics, serveMetrics } from "./middleware/metrics.js";
 import { observeRequests, type ObservedEnv } from "./middleware/access-log.js";
-import { API_VERSION, describe, openApiDocument, routesOf } from "./rest/docs.js";
+import { API_VERSION, describe, methodsAt, openApiDocument, routesOf } from "./rest/docs.js";
 import { referenceRoutes } from "./rest/reference.js";
 import { z } from "zod";
 
@@ -229,7 +229,13 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
   http.route("/", graphqlRoute(graphql, { graphiql }));
   // The REST reference, made from the routes above (and itself) on first request.
   http.route("/", referenceRoutes(() => openApiDocument(routesOf(http), API_VERSION)));
-  http.notFound((c) => c.json({ detail: "Not Found" }, 404));
+  // A known path asked with a method it does not take: 405 with Allow, as the reference (FastAPI) answers.
+  let methods: ((path: string) => string[]) | null = null;
+  http.notFound((c) => {
+    methods ??= methodsAt(routesOf(http));
+    const allow = methods(c.req.path);
+    return allow.length > 0 ? c.json({ detail: "Method Not Allowed" }, 405, { Allow: allow.join(", ") }) : c.json({ detail: "Not Found" }, 404);
+  });
   http.onError(async (err, c) => {
     const answer = toErrorAnswer(err instanceof CoreError ? await withOtherProblems(c, err) : err);
     if (answer) return c.json(answer.body, answer.status, answer.headers);

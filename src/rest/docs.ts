@@ -250,6 +250,17 @@ export interface Route {
 /** The routes of an app: every method-specific route (middleware excluded). */
 export const routesOf = (app: Hono<any>): Route[] => app.routes.filter((r) => r.method !== "ALL").map((r) => ({ method: r.method, path: r.path, handler: r.handler }));
 
+/**
+ * The methods the routes take at a concrete path (for a 405's Allow), sorted; none where no route
+ * has that path. Hono tells only "no handler": a known path asked with a method it does not take
+ * would be a 404, which reads as a wrong path.
+ */
+export function methodsAt(routes: Route[]): (path: string) => string[] {
+  const segment = (part: string) => (part.startsWith(":") ? "[^/]+" : part.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const patterns = routes.map((r) => ({ method: r.method, path: new RegExp(`^${r.path.split("/").map(segment).join("/")}$`) }));
+  return (path) => [...new Set(patterns.filter((p) => p.path.test(path)).map((p) => p.method))].sort();
+}
+
 /** Routes that have no description: the document would not show them. */
 export const undescribed = (routes: Route[]) => routes.filter((r) => !docs.has(r.handler)).map((r) => `${r.method} ${r.path}`);
 

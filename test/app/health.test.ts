@@ -53,6 +53,21 @@ describe("health and routing", () => {
     }
   });
 
+  it("a known path with a method it does not take is 405 {detail} with Allow, as the reference (FastAPI) answers", async () => {
+    const ws = await t.workspace();
+    // The API's paths authenticate first (401 without credentials), as every request under them does.
+    for (const [method, path, key, allow] of [
+      ["PUT", "/v2/deployments", ws.apiKey, "DELETE, GET, POST"],
+      ["PUT", "/v2/listeners/00000000-0000-4000-8000-000000000000", ws.apiKey, "DELETE, GET, PATCH"],
+      ["POST", "/healthz", undefined, "GET"],
+    ] as const) {
+      const res = await t.request(method, path, { key });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.body, `${method} ${path}`).toEqual({ detail: "Method Not Allowed" });
+      expect(res.headers.get("allow"), `${method} ${path}`).toBe(allow);
+    }
+  });
+
   it("GET /readyz answers 503 once the database is closed, while /healthz still answers 200", async () => {
     await t.app.db.close();
     const res = await t.request("GET", "/readyz");
