@@ -67,11 +67,15 @@ export const LIMITS = { depth: 15, aliases: 30, tokens: 5000, directives: 50, co
 
 /**
  * Armor's rules throw by default, which yoga would treat as a crash; reported instead, they are
- * validation errors like any other (400, GRAPHQL_VALIDATION_FAILED).
+ * validation errors like any other (400, GRAPHQL_VALIDATION_FAILED), and said as such: the armor
+ * words them as syntax errors ("Syntax Error: Query depth limit…") of a document that parsed.
  */
 const asValidationError = {
   propagateOnRejection: false,
-  onReject: [(ctx: ValidationContext | null, error: GraphQLError) => ctx?.reportError(error)],
+  onReject: [
+    (ctx: ValidationContext | null, error: GraphQLError) =>
+      ctx?.reportError(new GraphQLError(error.message.replace(/^Syntax Error: /, ""), { nodes: error.nodes, extensions: error.extensions })),
+  ],
 };
 
 /** graphql-yoga over the schema: HTTP (GET/POST), SSE subscriptions, and the executor graphql-ws uses. */
