@@ -15,9 +15,6 @@ export const UPLOAD_URL_TTL_MS = 15 * 60_000;
 /** Types a gzip tarball may be sent as (parameters aside). */
 const GZIP_TYPES = new Set(["application/gzip", "application/x-gzip", "application/x-tar+gzip", "application/tar+gzip"]);
 
-/** Object paths this service hands out: `uploads/<deployment id>/<upload id>.tar.gz`. */
-export const OBJECT_PATH = /^uploads\/([0-9a-f-]{36})\/([0-9a-f-]{36})\.tar\.gz$/;
-
 export interface IssuedUpload {
   uploadUrl: string;
   objectPath: string;

@@ -52,7 +52,6 @@ export const providerCreateSchema = (allowHttp: boolean) =>
     /** An extension: the provider's RFC 7009 endpoint, so that deleted tokens are revoked there. */
     revocation_url: endpointUrl(allowHttp).nullish(),
   });
-export type ProviderCreate = z.output<ReturnType<typeof providerCreateSchema>>;
 
 /** PATCH: a field that is absent or null keeps its value. */
 export const providerUpdateSchema = (allowHttp: boolean) =>

@@ -18,7 +18,6 @@ export const secretsSchema = z
       seen.add(s.name);
     });
   });
-export type SecretsInput = z.output<typeof secretsSchema>;
 
 export const secretReferenceSchema = z.object({
   name: secretName,
