@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { jwtVerify } from "jose";
+import { LRUCache } from "lru-cache";
 import { z } from "zod";
 import type { PrismaClient } from "../db/client.js";
 import { type EventBus, topics } from "../events/types.js";
@@ -86,13 +87,14 @@ const RECHECK_ATTEMPTS = 5;
 /** One authentication for both faces: X-Api-Key (+ X-Tenant-Id) or Authorization: Bearer <HS256 JWT>. */
 export class Authenticator {
   private readonly secret: Uint8Array | null;
-  private readonly keyCache = new Map<string, { record: KeyRecord | null; until: number }>();
-  private readonly workspaceCache = new Map<string, { organizationId: string | null; until: number }>();
+  /** Key lookups (unknown keys too) and workspaces' organisations, each for KEY_CACHE_MS, the least used out first. */
+  private readonly keyCache = new LRUCache<string, { record: KeyRecord | null }>({ max: CACHE_MAX, ttl: KEY_CACHE_MS });
+  private readonly workspaceCache = new LRUCache<string, { organizationId: string | null }>({ max: CACHE_MAX, ttl: KEY_CACHE_MS });
   private readonly revocationHandlers = new Set<(keyId: string) => void>();
   /**
    * The credentials verified here, what `verified` answers from: API keys (by their hash, with their
    * id, until revoked or deleted) and bearer tokens (by SHA-256 of the token, until their exp). Apart
-   * from the key cache, which a resync or a flood of unknown keys empties: a key verified here stays
+   * from the key cache, which a resync empties and unknown keys crowd: a key verified here stays
    * so. At most CACHE_MAX, in the order they were last verified: the one verified longest ago makes
    * room. Only genuine credentials get in, so a guessing client cannot fill it.
    */
@@ -179,7 +181,7 @@ export class Authenticator {
   /** Drops a key from the cache: its next use reads the database again. */
   forgetKey(keyId: string): void {
     this.generation++;
-    for (const [hash, entry] of this.keyCache) if (entry.record?.id === keyId) this.keyCache.delete(hash);
+    for (const [hash, entry] of this.keyCache.entries()) if (entry.record?.id === keyId) this.keyCache.delete(hash);
   }
 
   /**
@@ -304,7 +306,7 @@ export class Authenticator {
    */
   private async keyRecord(hash: string): Promise<KeyRecord | null> {
     const cached = this.keyCache.get(hash);
-    if (cached && cached.until > Date.now()) return cached.record;
+    if (cached) return cached.record;
     for (let attempt = 1; ; attempt++) {
       const generation = this.generation;
       const record = await this.prisma.apiKey.findUnique({
@@ -312,10 +314,7 @@ export class Authenticator {
         select: { id: true, organizationId: true, workspaceId: true, revokedAt: true },
       });
       if (generation !== this.generation && attempt < 3) continue;
-      if (generation === this.generation) {
-        if (this.keyCache.size >= CACHE_MAX) this.keyCache.clear();
-        this.keyCache.set(hash, { record, until: Date.now() + KEY_CACHE_MS });
-      }
+      if (generation === this.generation) this.keyCache.set(hash, { record });
       return record;
     }
   }
@@ -324,14 +323,13 @@ export class Authenticator {
     if (!z.uuid().safeParse(workspaceId).success) return null;
     const id = workspaceId.toLowerCase();
     const cached = this.workspaceCache.get(id);
-    if (cached && cached.until > Date.now()) return cached.organizationId;
+    if (cached) return cached.organizationId;
     const generation = this.generation;
     const ws = await this.prisma.workspace.findUnique({ where: { id }, select: { organizationId: true } });
     const organizationId = ws?.organizationId ?? null;
     // Not cached past a resync that came during the read.
     if (generation !== this.generation) return organizationId;
-    if (this.workspaceCache.size >= CACHE_MAX) this.workspaceCache.clear();
-    this.workspaceCache.set(id, { organizationId, until: Date.now() + KEY_CACHE_MS });
+    this.workspaceCache.set(id, { organizationId });
     return organizationId;
   }
 }
