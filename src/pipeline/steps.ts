@@ -42,12 +42,12 @@ export class Steps {
     const status = claimed.status as RevisionStatus;
     // Past the queue nothing can hold a revision back; the commit's checks suffice.
     if (status !== "QUEUED" && !canBeSkipped(status, routeFor(claimed.source))) return "go";
-    return this.run(claimed, null);
+    return this.run(claimed, { kind: "gate" });
   }
 
   /** After the work: the same checks again, then the step's outcome as a transition. */
   async commit(claimed: Revision, outcome: StepOutcome): Promise<StepResult> {
-    return (await this.run(claimed, outcome)) as StepResult;
+    return this.run(claimed, { kind: "commit", outcome });
   }
 
   /**
@@ -55,7 +55,7 @@ export class Steps {
    * for, and its step is due again at `until`.
    */
   async hold(claimed: Revision, message: string, until: Date): Promise<StepResult> {
-    return (await this.run(claimed, { hold: { message, until } })) as StepResult;
+    return this.run(claimed, { kind: "hold", message, until });
   }
 
   /** CREATING needs what the revision refers to: a failure a person can act on when it is gone. */
@@ -73,8 +73,11 @@ export class Steps {
     return { ok: false, message: missing.field === "integration_id" ? integrationGone(missing.id) : listenerGone(missing.id) };
   }
 
-  private async run(claimed: Revision, action: StepOutcome | Hold | null): Promise<StepResult | "go"> {
-    const outcome = action && "hold" in action ? null : action;
+  /** The checks under the deployment's lock, then what the action asks when they pass (gate: "go" alone). */
+  private run(claimed: Revision, action: { kind: "gate" }): Promise<StepResult | "go">;
+  private run(claimed: Revision, action: Exclude<StepAction, { kind: "gate" }>): Promise<StepResult>;
+  private async run(claimed: Revision, action: StepAction): Promise<StepResult | "go"> {
+    const outcome = action.kind === "commit" ? action.outcome : null;
     const { result } = await commitThenPublish(this.deps, async (tx) => {
       const decision = await this.decide(tx, claimed, outcome);
       switch (decision.kind) {
@@ -96,10 +99,9 @@ export class Steps {
           return { result: "waiting" as const, events: await this.putBack(tx, decision.current, message, this.queuedRecheckMs) };
         }
         case "go": {
-          if (action && "hold" in action) {
-            return { result: "waiting" as const, events: await this.putBack(tx, decision.current, action.hold.message, action.hold.until) };
-          }
-          if (!outcome) return { result: "go" as const, events: [] };
+          if (action.kind === "hold") return { result: "waiting" as const, events: await this.putBack(tx, decision.current, action.message, action.until) };
+          if (action.kind === "gate") return { result: "go" as const, events: [] };
+          const { outcome } = action;
           const t = await transitionInTx(tx, {
             ...this.request(decision.current, outcome.ok ? "advance" : "fail"),
             message: outcome.message,
@@ -158,9 +160,8 @@ export class Steps {
   }
 }
 
-interface Hold {
-  hold: { message: string; until: Date };
-}
+/** What a step asks of the checks: only them (gate), its outcome committed, or to wait in its status until `until` (hold). */
+type StepAction = { kind: "gate" } | { kind: "commit"; outcome: StepOutcome } | { kind: "hold"; message: string; until: Date };
 
 /** The build step's findings as revision columns. */
 const findingsPatch = (f: BuildFindings) => ({
