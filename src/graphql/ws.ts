@@ -25,6 +25,20 @@ export interface WebSocketFace {
   close(): Promise<void>;
 }
 
+/** How attachWebSocket serves: the mode, the limits it shares with HTTP, and its metrics. */
+export interface WebSocketOptions {
+  production: boolean;
+  /**
+   * The largest message read, as MAX_BODY_BYTES is for HTTP bodies: a longer one closes the socket
+   * (1009) as soon as its frame header announces it, before it is buffered, let alone parsed.
+   */
+  maxPayloadBytes: number;
+  /** The callers' limits, shared with HTTP: each operation is a request; each bad key a failed authentication. */
+  limits: CallerLimits;
+  /** Operations counted by name, type and outcome; subscriptions counted open. */
+  metrics?: Metrics | null;
+}
+
 /**
  * graphql-ws (graphql-transport-ws) on the HTTP server's port at /graphql. Every operation is parsed,
  * validated (limits, cost) and given its context by yoga's envelop, as over HTTP; queries and
@@ -40,21 +54,9 @@ export interface WebSocketFace {
  * graphql-ws clients take 4401 as final (no reconnecting with the same credentials) and report it to
  * every operation of the socket, as for a refused connection. A revoked key's sockets are closed at
  * once, on every replica (one whose event bus was reconnecting: once it listens again), a bearer
- * token's at its exp, and their live subscriptions end with them.
+ * token's at its exp, and their live subscriptions end with them. A database that cannot be reached
+ * while a connection authenticates closes it with 1013 (try again later), which clients retry.
  */
-export interface WebSocketOptions {
-  production: boolean;
-  /**
-   * The largest message read, as MAX_BODY_BYTES is for HTTP bodies: a longer one closes the socket
-   * (1009) as soon as its frame header announces it, before it is buffered, let alone parsed.
-   */
-  maxPayloadBytes: number;
-  /** The callers' limits, shared with HTTP: each operation is a request; each bad key a failed authentication. */
-  limits: CallerLimits;
-  /** Operations counted by name, type and outcome; subscriptions counted open. */
-  metrics?: Metrics | null;
-}
-
 export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core, logger: Logger, options: WebSocketOptions): WebSocketFace {
   const { production } = options;
   // No compression: a status message is a few dozen bytes, and deflate keeps a zlib context per socket.
