@@ -9,7 +9,7 @@ import { readSecretReferences, readStoredSecrets, type SecretReference } from ".
 import { readSourceConfig, readSourceRevisionConfig, type SourceConfig, type SourceRevisionConfig } from "./schemas/source-config.js";
 import type { Source } from "./schemas/source.js";
 import type { DomainEvent } from "../events/types.js";
-import { applyTransition, skipSuperseded } from "./transitions.js";
+import { applyTransition, CREATED_MESSAGE, skipSuperseded } from "./transitions.js";
 import { appendLines, statusLine } from "./log-writer.js";
 import { isSelfHosted, routeFor } from "./revision-machine.js";
 
@@ -28,8 +28,6 @@ export interface RevisionSnapshot {
   shareable: boolean;
   routeThroughGateway: boolean;
 }
-
-export const CREATED_MESSAGE = "Revision created";
 
 /** Our own plain JSON objects, typed as Prisma's JSON input (interfaces lack its index signature). */
 export const json = (value: object): Prisma.InputJsonValue => value as Prisma.InputJsonValue;

@@ -43,8 +43,11 @@ export interface TransitionResult {
   events: DomainEvent[];
 }
 
+/** A new revision's status message, and its first line (core/revisions.ts). */
+export const CREATED_MESSAGE = "Revision created";
+
 const DEFAULT_MESSAGES: Partial<Record<RevisionStatus, string>> = {
-  CREATING: "Revision created",
+  CREATING: CREATED_MESSAGE,
   QUEUED: "Queued",
   AWAITING_BUILD: "Waiting for a builder",
   BUILDING: "Building the image",
