@@ -235,9 +235,12 @@ class DeploymentStatusFeed extends ObjectFeed<DeploymentStatusChange> {
   }
 
   protected async step(full: boolean): Promise<void> {
-    const changes = this.pending.splice(0);
-    if (changes.length === 0 && !full) return;
+    const told = this.pending.length;
+    if (told === 0 && !full) return;
     const [now] = await this.batch.deploymentsByIds(this.tenant, [this.id]);
+    // Taken once read, and only those told before the read (later ones are the next step's): a read
+    // that failed (to be read again, feeds.ts) keeps what the bus told.
+    const changes = this.pending.splice(0, told);
     if (now) changes.push(now.status);
     for (const next of changes) {
       if (next === this.status) continue;

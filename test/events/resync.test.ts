@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Authenticator, REVOKED_KEY_MESSAGE, type Tenant } from "../../src/core/auth.js";
+import { BatchReads } from "../../src/core/batch-reads.js";
 import { applyTransition } from "../../src/core/transitions.js";
 import { Watcher } from "../../src/core/watch.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
@@ -144,6 +145,25 @@ describe("what the event bus feeds catches up when the bus resyncs, with no re-c
     revisions.stop();
     await waitFor(() => watch.feedCount, (n) => n === 0, { what: "the feeds to close" });
     expect(bus.resyncHandlerCount).toBe(0);
+  });
+
+  it("a deployment's status feed whose read meets a lost database keeps what the bus told it, and shows it once it reads", async () => {
+    const { bus, watch } = isolated();
+    const { deployment } = await createDeployment(t, ws.apiKey);
+    const status = collect(await watch.deploymentStatus(tenant, deployment.id));
+    await waitFor(() => status.seen.length, (n) => n === 1, { what: "the current status" });
+    const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+    const read = vi.spyOn(BatchReads.prototype, "deploymentsByIds").mockRejectedValueOnce(lost);
+    try {
+      // Told of a status the row no longer has by the time the feed reads it again.
+      await bus.publish({ type: "deployment.status", workspaceId: ws.workspaceId, deploymentId: deployment.id, status: "READY" });
+      await waitFor(() => status.seen.map((c) => c.status), (s) => s.length === 3, { what: "READY, then the status read" });
+    } finally {
+      read.mockRestore();
+    }
+    expect(status.seen.map((c) => c.status)).toEqual(["AWAITING_DATABASE", "READY", "AWAITING_DATABASE"]);
+    expect(status.ended).toBe(false);
+    status.stop();
   });
 
   it("a feed that is told the same change later sends it once", async () => {
