@@ -24,15 +24,17 @@ export class Leases {
   /**
    * Leases up to `limit` due steps that nobody holds (or whose holder's lease ran out), but none of a
    * deployment being deleted; their ids. A lease still held by another (run out) counts its step's
-   * crash; one of our own (a renewal that came too late) does not: we are alive.
+   * crash; one of our own (a renewal that came too late) does not: we are alive. Nor does any when
+   * `countCrashes` is false: the claimer could not reach the database itself a moment ago, so the
+   * holders it takes over from most likely could not either (an outage, not their deaths).
    */
-  async claim(limit: number): Promise<string[]> {
+  async claim(limit: number, { countCrashes = true }: { countCrashes?: boolean } = {}): Promise<string[]> {
     const rows = await this.prisma.$queryRaw<{ id: string }[]>`
       UPDATE revisions SET lease_owner = ${this.owner}, lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond',
-        step_crashes = step_crashes + (lease_owner IS NOT NULL AND lease_owner <> ${this.owner})::int,
-        step_crashes_alone = step_crashes_alone + (lease_owner IS NOT NULL AND lease_owner <> ${this.owner} AND lease_alone)::int,
-        lease_taken_from = CASE WHEN lease_owner IS NOT NULL AND lease_owner <> ${this.owner} THEN lease_owner ELSE lease_taken_from END,
-        lease_taken_alone = CASE WHEN lease_owner IS NOT NULL AND lease_owner <> ${this.owner} THEN lease_alone ELSE lease_taken_alone END,
+        step_crashes = step_crashes + (${countCrashes} AND lease_owner IS NOT NULL AND lease_owner <> ${this.owner})::int,
+        step_crashes_alone = step_crashes_alone + (${countCrashes} AND lease_owner IS NOT NULL AND lease_owner <> ${this.owner} AND lease_alone)::int,
+        lease_taken_from = CASE WHEN ${countCrashes} AND lease_owner IS NOT NULL AND lease_owner <> ${this.owner} THEN lease_owner ELSE lease_taken_from END,
+        lease_taken_alone = CASE WHEN ${countCrashes} AND lease_owner IS NOT NULL AND lease_owner <> ${this.owner} THEN lease_alone ELSE lease_taken_alone END,
         lease_alone = false
       WHERE id IN (
         SELECT id FROM revisions
@@ -65,11 +67,12 @@ export class Leases {
    * Gives a step back, due again after `delayMs` (a retry, or a queued revision waiting its turn);
    * false when the lease was no longer ours.
    */
-  async release(revisionId: string, delayMs: number): Promise<boolean> {
+  async release(revisionId: string, delayMs: number, status?: string): Promise<boolean> {
+    // With its status, the step's own lease only: never that of the revision's next step, claimed since.
     const count = await this.prisma.$executeRaw`
       UPDATE revisions SET lease_owner = NULL, lease_until = NULL,
         next_step_at = now() + ${delayMs}::double precision * interval '1 millisecond'
-      WHERE id = ${revisionId}::uuid AND lease_owner = ${this.owner}`;
+      WHERE id = ${revisionId}::uuid AND lease_owner = ${this.owner} AND (${status ?? null}::text IS NULL OR status = ${status ?? null}::text)`;
     return count > 0;
   }
 
@@ -77,12 +80,12 @@ export class Leases {
    * We were alive when our lease of this step was taken over (we find it lost once we can reach the
    * database again): the crash that takeover counted, ours, is taken back.
    */
-  async absolve(revisionId: string): Promise<void> {
+  async absolve(revisionId: string, status: string): Promise<void> {
     await this.prisma.$executeRaw`
       UPDATE revisions SET step_crashes = greatest(step_crashes - 1, 0),
         step_crashes_alone = greatest(step_crashes_alone - lease_taken_alone::int, 0),
         lease_taken_from = NULL, lease_taken_alone = false
-      WHERE id = ${revisionId}::uuid AND lease_taken_from = ${this.owner}`;
+      WHERE id = ${revisionId}::uuid AND status = ${status} AND lease_taken_from = ${this.owner}`;
   }
 
   /** No step follows (UNKNOWN, or a status its route never enters): not due again until a user acts. */

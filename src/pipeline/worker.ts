@@ -4,6 +4,7 @@ import type { CoreDeps } from "../core/context.js";
 import { DELETE_GRACE_MS, DELETE_SWEEP_EVERY_MS, DeletionSweeper } from "../core/deletion-sweep.js";
 import { LogSweeper } from "../core/log-retention.js";
 import { logKindOf, LogWriter, type StepLog } from "../core/log-writer.js";
+import { isDatabaseUnavailable } from "../core/prisma-errors.js";
 import type { Revision } from "../generated/prisma/client.js";
 import type { Logger } from "../logger.js";
 import { AloneLine } from "./alone.js";
@@ -106,7 +107,9 @@ export class PipelineWorker {
   private readonly deletions: DeletionSweeper;
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
   /** Leases a failed step could not give back (the database was lost): tried again before each claim (giveBack). */
-  private readonly unreleased = new Map<string, number>();
+  private readonly unreleased = new Map<string, GiveBack>();
+  /** When this worker last found the database unreachable (claiming, renewing, giving back). */
+  private troubleAt = Number.NEGATIVE_INFINITY;
   /** Steps this worker saw fail in a row on an internal error that is not transient. */
   private readonly failures = new FailuresInARow();
   /** Steps suspected of crashing the service, each waiting to run with no other in flight. */
@@ -176,17 +179,21 @@ export class PipelineWorker {
     while (this.running) {
       // Nothing new starts while a suspect waits for the others to end, or runs.
       const free = this.alone.waiting ? 0 : this.options.concurrency - this.inFlight.size;
-      for (const [id, delayMs] of [...this.unreleased]) {
+      for (const back of [...this.unreleased.values()]) {
+        if (!this.running) break;
         // Claimed again by this worker meanwhile (its lease ran out): the step in flight holds it now.
-        if (this.inFlight.has(id)) this.unreleased.delete(id);
-        else await this.giveBack(id, delayMs);
+        if (this.inFlight.has(back.revisionId)) this.unreleased.delete(back.revisionId);
+        // Still no database: the others wait for the next pass, rather than each for its timeout now.
+        else if (!(await this.giveBack(back))) break;
       }
       let claimed: string[] = [];
       if (free > 0) {
         try {
-          claimed = await this.leases.claim(free);
+          // Just now without a database ourselves: the leases run out meanwhile are an outage's, not deaths.
+          claimed = await this.leases.claim(free, { countCrashes: Date.now() - this.troubleAt > this.options.leaseMs });
         } catch (err) {
           this.stats.errors++;
+          this.noteTrouble(err);
           this.logger.warn({ err }, "pipeline: claiming due steps failed; retrying");
         }
       }
@@ -237,16 +244,23 @@ export class PipelineWorker {
 
   private async perform(revision: Revision, abort: AbortController): Promise<void> {
     const signal = abort.signal;
+    /** A renewal of this step met a lost database: a takeover of its lease was an outage's, not a death. */
+    let outage = false;
     const renew = setInterval(() => {
       this.leases.renew(revision.id).then(
         (held) => {
-          if (held) return;
-          // This step's, not whichever step of the revision is in progress when the answer comes.
+          // An answer for a step that has ended (the revision's next one may be in flight): not ours to act on.
+          if (held || signal.aborted || this.silenced || this.inFlight.get(revision.id)?.abort !== abort) return;
           abort.abort(new Error("lease lost"));
-          // Taken over while we could not renew: we were alive, and say so (Leases.absolve).
-          void this.giveBack(revision.id, 0);
+          // Taken over while we could not reach the database: we were alive, and say so (Leases.absolve).
+          // A step that stalled the process as long keeps the crash counted: to the pipeline it was dead.
+          void this.giveBack({ revisionId: revision.id, status: revision.status, delayMs: 0, absolve: outage });
         },
-        (err) => this.logger.warn({ err, revision_id: revision.id }, "pipeline: lease renewal failed"),
+        (err) => {
+          if (isDatabaseUnavailable(err)) outage = true;
+          this.noteTrouble(err);
+          this.logger.warn({ err, revision_id: revision.id }, "pipeline: lease renewal failed");
+        },
       );
     }, Math.max(10, Math.floor(this.options.leaseMs / 3)));
     const log = { revision_id: revision.id, status: revision.status };
@@ -294,7 +308,7 @@ export class PipelineWorker {
       // Again later, and later each time in a row (retryMs, twice that, four times…, at most 64 times):
       // at the defaults the step gives up after waits of 1 + 2 + 4 + 8 s.
       const delay = this.options.retryMs * 2 ** Math.min(Math.max(inARow - 1, 0), 6);
-      await this.giveBack(revision.id, delay);
+      await this.giveBack({ revisionId: revision.id, status: revision.status, delayMs: delay, absolve: outage || isDatabaseUnavailable(err) });
     } finally {
       clearInterval(renew);
       // A step that ended (or was dropped) starts the count again; an aborted one says nothing.
@@ -310,14 +324,22 @@ export class PipelineWorker {
    * `unreleased` and tried again before the next claim, so that a lost database is not counted as the
    * death of the steps it interrupted, and a lease not given back is not left to run out when it can be.
    */
-  private async giveBack(revisionId: string, delayMs: number): Promise<void> {
+  private async giveBack(back: GiveBack): Promise<boolean> {
+    const { revisionId, status, delayMs, absolve } = back;
     try {
-      if (!(await this.leases.release(revisionId, delayMs))) await this.leases.absolve(revisionId);
+      if (!(await this.leases.release(revisionId, delayMs, status)) && absolve) await this.leases.absolve(revisionId, status);
       this.unreleased.delete(revisionId);
+      return true;
     } catch (err) {
+      this.noteTrouble(err);
       if (!this.unreleased.has(revisionId)) this.logger.warn({ err, revision_id: revisionId }, "pipeline: giving a step back failed; trying again");
-      this.unreleased.set(revisionId, delayMs);
+      this.unreleased.set(revisionId, back);
+      return false;
     }
+  }
+
+  private noteTrouble(err: unknown): void {
+    if (isDatabaseUnavailable(err)) this.troubleAt = Date.now();
   }
 
   /** Whether the revision's step was in flight at enough crashes of the service to run alone. */
@@ -407,4 +429,12 @@ export class PipelineWorker {
   private wake() {
     this.wakeUp?.();
   }
+}
+
+/** A step's lease to give back, due again after delayMs; absolve: a takeover of it was an outage's (Leases.absolve). */
+interface GiveBack {
+  revisionId: string;
+  status: string;
+  delayMs: number;
+  absolve: boolean;
 }

@@ -195,21 +195,88 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
     // A's statements fail (a database restarting, a failover) past its lease: to the others it looks dead.
     const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
-    const renew = Leases.prototype.renew;
-    const outage = vi.spyOn(Leases.prototype, "renew").mockImplementation(function (this: Leases, id: string) {
+    const { renew, claim } = Leases.prototype;
+    const renewals = vi.spyOn(Leases.prototype, "renew").mockImplementation(function (this: Leases, id: string) {
       return this === leasesOf(a) ? Promise.reject(lost) : renew.call(this, id);
+    });
+    const claims = vi.spyOn(Leases.prototype, "claim").mockImplementation(function (this: Leases, ...args: Parameters<Leases["claim"]>) {
+      return this === leasesOf(a) ? Promise.reject(lost) : claim.apply(this, args);
     });
     try {
       const b = worker(runtime);
       await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "B to take the build over" });
       expect(await revisionRow(revision.id)).toMatchObject({ leaseOwner: b.options.owner, stepCrashes: 1 });
     } finally {
-      outage.mockRestore();
+      renewals.mockRestore();
+      claims.mockRestore();
     }
     // A is back, finds its lease taken, and says it was alive: no death of the step to count.
     await waitFor(() => revisionRow(revision.id), (r) => r.stepCrashes === 0, { what: "A's word that it did not die" });
     expect(await revisionRow(revision.id)).toMatchObject({ status: "BUILDING", stepCrashes: 0, stepCrashesAlone: 0 });
     await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+  });
+
+  it("keeps the death counted when the holder stalled past its lease (its renewals never failed): to the pipeline it was dead", async () => {
+    const runtime = new CrashingRuntime();
+    const { revision } = await deploy();
+    runtime.fatal.add(revision.id);
+    const a = worker(runtime);
+    await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
+    // A does nothing (a process too busy to run its timers: no renewal, no claim), then goes on.
+    const { renew, claim } = Leases.prototype;
+    let stalled = true;
+    const stall = vi.spyOn(Leases.prototype, "renew").mockImplementation(async function (this: Leases, id: string) {
+      while (stalled && this === leasesOf(a)) await sleep(20);
+      return renew.call(this, id);
+    });
+    const claims = vi.spyOn(Leases.prototype, "claim").mockImplementation(async function (this: Leases, ...args: Parameters<Leases["claim"]>) {
+      while (stalled && this === leasesOf(a)) await sleep(20);
+      return claim.apply(this, args);
+    });
+    const release = vi.spyOn(Leases.prototype, "release");
+    try {
+      worker(runtime);
+      await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "B to take the build over" });
+      stalled = false;
+      // A finds its lease taken and gives it back (not held: nothing changes), without taking the death back.
+      await waitFor(() => release.mock.contexts.some((leases) => leases === leasesOf(a)), Boolean, { what: "A to find its lease taken" });
+      expect(await revisionRow(revision.id)).toMatchObject({ status: "BUILDING", stepCrashes: 1 });
+    } finally {
+      stall.mockRestore();
+      claims.mockRestore();
+      release.mockRestore();
+    }
+    await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+  });
+
+  it("counts no death for a lease that ran out while the claimer could not reach the database itself", async () => {
+    const runtime = new CrashingRuntime();
+    const { revision } = await deploy();
+    runtime.fatal.add(revision.id);
+    const a = worker(runtime);
+    await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
+    await a.stop({ release: false });
+    await prisma().revision.update({ where: { id: revision.id }, data: { leaseUntil: new Date(Date.now() - 1_000) } });
+    const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+    const claim = vi.spyOn(Leases.prototype, "claim").mockRejectedValueOnce(lost);
+    try {
+      const b = worker(runtime);
+      await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "B to take the build over" });
+      expect(await revisionRow(revision.id)).toMatchObject({ leaseOwner: b.options.owner, stepCrashes: 0, leaseTakenFrom: null });
+    } finally {
+      claim.mockRestore();
+    }
+    await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+  });
+
+  it("gives back a step's own lease only: not the revision's next step's, claimed since", async () => {
+    const { revision } = await deploy();
+    const leases = new Leases(prisma(), "a-worker", 60_000);
+    await prisma().revision.update({ where: { id: revision.id }, data: { status: "AWAITING_DEPLOY", leaseOwner: "a-worker", leaseUntil: new Date(Date.now() + 60_000) } });
+    expect(await leases.release(revision.id, 0, "BUILDING")).toBe(false);
+    expect(await revisionRow(revision.id)).toMatchObject({ leaseOwner: "a-worker" });
+    expect(await leases.release(revision.id, 0, "AWAITING_DEPLOY")).toBe(true);
+    expect(await revisionRow(revision.id)).toMatchObject({ leaseOwner: null });
   });
 
   it("with PIPELINE_CRASH_LIMIT 0, never gives up nor runs a step alone", async () => {
