@@ -408,7 +408,8 @@ export abstract class Feed<T, J = void> {
       } catch (err) {
         if (!isDatabaseUnavailable(err) || Date.now() + delayMs > giveUpAt) throw err;
       }
-      await sleep(delayMs, undefined, { ref: false });
+      // Spread (half to one and a half times): a replica's feeds all failed at once, and should not all read again at once.
+      await sleep(delayMs * (0.5 + Math.random()), undefined, { ref: false });
       if (this.ended) return;
       full = true;
     }

@@ -83,7 +83,9 @@ export function bootstrap(prisma: PrismaClient, options: { apiKey?: string; tena
       return provision(tx, options);
     },
     // Another replica may hold the lock while it provisions, on a database that is still warming up.
-    { maxWait: 30_000, timeout: 60_000 },
+    // Read committed (PostgreSQL's default, said here): what is read after the lock is what the
+    // replica that held it committed, whatever isolation the server defaults to.
+    { maxWait: 30_000, timeout: 60_000, isolationLevel: "ReadCommitted" },
   );
 }
 

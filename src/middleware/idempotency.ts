@@ -20,6 +20,7 @@ export const isPostRead = (path: string) => /^\/v1\/projects\/[^/]+\/(revisions\
  */
 export function idempotency(service: IdempotencyService, auth: Authenticator, logger: Logger): MiddlewareHandler {
   return async (c, next) => {
+    const startedAt = Date.now();
     const key = c.req.header("idempotency-key");
     if (c.req.method !== "POST" || key === undefined || isPostRead(c.req.path)) return next();
 
@@ -59,7 +60,7 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
         // The change is made: its answer must be kept, or a retry after the claim went stale would
         // make it again. Stored once the database answers (retries wait for it meanwhile).
         logger.warn({ err, path: url.pathname }, "could not store the answer of an idempotent request; trying again");
-        storeLater(() => service.complete(tenant, key, answer), logger, url.pathname);
+        storeLater(() => service.complete(tenant, key, answer), startedAt, err, logger, url.pathname);
       });
     } catch (err) {
       // The request itself succeeded: answer it. The key stays claimed until it goes stale.
@@ -68,20 +69,26 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
   };
 }
 
-/** How long an answer is tried again (within the claim's staleness, 60 s), and the first pause. */
-const STORE_FOR_MS = 45_000;
+/**
+ * How long after its request began an answer is tried again: within its claim's staleness (60 s from
+ * the claim, made as the request began), past which a retry takes the key over and runs again. And
+ * the pauses between tries.
+ */
+const STORE_WITHIN_MS = 50_000;
 const FIRST_PAUSE_MS = 250;
+const MAX_PAUSE_MS = 4_000;
 
-/** Tries `store` again at growing intervals, in the background, until it succeeds or STORE_FOR_MS pass. */
-function storeLater(store: () => Promise<void>, logger: Logger, path: string): void {
-  const giveUpAt = Date.now() + STORE_FOR_MS;
-  const attempt = (pauseMs: number) => {
+/** Tries `store` again at growing intervals, in the background, until it succeeds or its time is up. */
+function storeLater(store: () => Promise<void>, startedAt: number, firstError: unknown, logger: Logger, path: string): void {
+  const giveUpAt = startedAt + STORE_WITHIN_MS;
+  const attempt = (pauseMs: number, lastError: unknown) => {
+    if (Date.now() + pauseMs > giveUpAt) {
+      logger.error({ err: lastError, path }, "gave up storing the answer of an idempotent request: a retry after 60 s runs it again");
+      return;
+    }
     setTimeout(() => {
-      store().catch((err: unknown) => {
-        if (Date.now() + pauseMs * 2 > giveUpAt) logger.error({ err, path }, "gave up storing the answer of an idempotent request: a retry after 60 s runs it again");
-        else attempt(pauseMs * 2);
-      });
+      store().catch((err: unknown) => attempt(Math.min(pauseMs * 2, MAX_PAUSE_MS), err));
     }, pauseMs).unref();
   };
-  attempt(FIRST_PAUSE_MS);
+  attempt(FIRST_PAUSE_MS, firstError);
 }
