@@ -30,6 +30,27 @@ afterAll(() => t.close());
 const prisma = () => t.app.db.prisma;
 /** A worker's leases (private to it: the test fails its statements, as a lost database would). */
 const leasesOf = (w: PipelineWorker) => (w as unknown as { leases: Leases }).leases;
+const lostDatabase = () => Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
+
+/**
+ * Worker w's renewals and claims go through `gate` first (which throws, as a lost database does, or
+ * waits, as a stalled process does); other workers' as usual. Returns what restores them.
+ */
+function gated(w: PipelineWorker, gate: () => Promise<void>): () => void {
+  const { renew, claim } = Leases.prototype;
+  const renewals = vi.spyOn(Leases.prototype, "renew").mockImplementation(async function (this: Leases, id: string) {
+    if (this === leasesOf(w)) await gate();
+    return renew.call(this, id);
+  });
+  const claims = vi.spyOn(Leases.prototype, "claim").mockImplementation(async function (this: Leases, ...args: Parameters<Leases["claim"]>) {
+    if (this === leasesOf(w)) await gate();
+    return claim.apply(this, args);
+  });
+  return () => {
+    renewals.mockRestore();
+    claims.mockRestore();
+  };
+}
 const deploy = () => createDeployment(t, ws.apiKey);
 const TERMINAL = ["DEPLOYED", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "SKIPPED", "INTERRUPTED"];
 const revisionRow = (id: string) => prisma().revision.findUniqueOrThrow({ where: { id } });
@@ -194,21 +215,13 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     const a = worker(runtime);
     await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
     // A's statements fail (a database restarting, a failover) past its lease: to the others it looks dead.
-    const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
-    const { renew, claim } = Leases.prototype;
-    const renewals = vi.spyOn(Leases.prototype, "renew").mockImplementation(function (this: Leases, id: string) {
-      return this === leasesOf(a) ? Promise.reject(lost) : renew.call(this, id);
-    });
-    const claims = vi.spyOn(Leases.prototype, "claim").mockImplementation(function (this: Leases, ...args: Parameters<Leases["claim"]>) {
-      return this === leasesOf(a) ? Promise.reject(lost) : claim.apply(this, args);
-    });
+    const restore = gated(a, () => Promise.reject(lostDatabase()));
     try {
       const b = worker(runtime);
       await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "B to take the build over" });
       expect(await revisionRow(revision.id)).toMatchObject({ leaseOwner: b.options.owner, stepCrashes: 1 });
     } finally {
-      renewals.mockRestore();
-      claims.mockRestore();
+      restore();
     }
     // A is back, finds its lease taken, and says it was alive: no death of the step to count.
     await waitFor(() => revisionRow(revision.id), (r) => r.stepCrashes === 0, { what: "A's word that it did not die" });
@@ -223,15 +236,9 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     const a = worker(runtime);
     await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
     // A does nothing (a process too busy to run its timers: no renewal, no claim), then goes on.
-    const { renew, claim } = Leases.prototype;
     let stalled = true;
-    const stall = vi.spyOn(Leases.prototype, "renew").mockImplementation(async function (this: Leases, id: string) {
-      while (stalled && this === leasesOf(a)) await sleep(20);
-      return renew.call(this, id);
-    });
-    const claims = vi.spyOn(Leases.prototype, "claim").mockImplementation(async function (this: Leases, ...args: Parameters<Leases["claim"]>) {
-      while (stalled && this === leasesOf(a)) await sleep(20);
-      return claim.apply(this, args);
+    const restore = gated(a, async () => {
+      while (stalled) await sleep(20);
     });
     const release = vi.spyOn(Leases.prototype, "release");
     try {
@@ -242,8 +249,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
       await waitFor(() => release.mock.contexts.some((leases) => leases === leasesOf(a)), Boolean, { what: "A to find its lease taken" });
       expect(await revisionRow(revision.id)).toMatchObject({ status: "BUILDING", stepCrashes: 1 });
     } finally {
-      stall.mockRestore();
-      claims.mockRestore();
+      restore();
       release.mockRestore();
     }
     await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
@@ -257,8 +263,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
     await a.stop({ release: false });
     await prisma().revision.update({ where: { id: revision.id }, data: { leaseUntil: new Date(Date.now() - 1_000) } });
-    const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
-    const claim = vi.spyOn(Leases.prototype, "claim").mockRejectedValueOnce(lost);
+    const claim = vi.spyOn(Leases.prototype, "claim").mockRejectedValueOnce(lostDatabase());
     try {
       const b = worker(runtime);
       await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "B to take the build over" });
