@@ -104,6 +104,16 @@ class CrashingRuntime implements Runtime {
   }
 }
 
+/** A new deployment's revision whose build never ends (as one the process dies in), building on worker `a`. */
+async function fatalBuild() {
+  const runtime = new CrashingRuntime();
+  const { revision } = await deploy();
+  runtime.fatal.add(revision.id);
+  const a = worker(runtime);
+  await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id), Boolean, { what: "the fatal build to start" });
+  return { runtime, revision, a };
+}
+
 /**
  * Deaths until the fatal revision's revision is final: each new worker is killed once the fatal build
  * has started again (and, while `alsoWait` says so, once the other builds named have started too).
@@ -209,11 +219,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
   });
 
   it("counts no death when a live worker lost the database for longer than its lease, and another took the step over", async () => {
-    const runtime = new CrashingRuntime();
-    const { revision } = await deploy();
-    runtime.fatal.add(revision.id);
-    const a = worker(runtime);
-    await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
+    const { runtime, revision, a } = await fatalBuild();
     // A's statements fail (a database restarting, a failover) past its lease: to the others it looks dead.
     const restore = gated(a, () => Promise.reject(lostDatabase()));
     try {
@@ -230,11 +236,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
   });
 
   it("keeps the death counted when the holder stalled past its lease (its renewals never failed): to the pipeline it was dead", async () => {
-    const runtime = new CrashingRuntime();
-    const { revision } = await deploy();
-    runtime.fatal.add(revision.id);
-    const a = worker(runtime);
-    await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
+    const { runtime, revision, a } = await fatalBuild();
     // A does nothing (a process too busy to run its timers: no renewal, no claim), then goes on.
     let stalled = true;
     const restore = gated(a, async () => {
@@ -256,11 +258,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
   });
 
   it("counts no death for a lease that ran out while the claimer could not reach the database itself", async () => {
-    const runtime = new CrashingRuntime();
-    const { revision } = await deploy();
-    runtime.fatal.add(revision.id);
-    const a = worker(runtime);
-    await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
+    const { runtime, revision, a } = await fatalBuild();
     await a.stop({ release: false });
     await prisma().revision.update({ where: { id: revision.id }, data: { leaseUntil: new Date(Date.now() - 1_000) } });
     const claim = vi.spyOn(Leases.prototype, "claim").mockRejectedValueOnce(lostDatabase());
