@@ -120,6 +120,19 @@ describe("the authorization-code flow", () => {
   });
 });
 
+describe("POST /v2/auth/callback/{provider_id} with a body it refuses", () => {
+  it("answers 422 naming code and state without quoting them: whoever reads them can finish the flow", async () => {
+    const code = `code-${"x".repeat(4096)}`;
+    const state = `state-${"y".repeat(512)}`;
+    const res = await t.request("POST", "/v2/auth/callback/idp", { key: ws.apiKey, body: { code, state } });
+    expect(res.status).toBe(422);
+    expect(res.body.detail.map((d: { loc: string[] }) => d.loc.join("."))).toEqual(["body.code", "body.state"]);
+    for (const issue of res.body.detail) expect(issue).not.toHaveProperty("input");
+    expect(res.text).not.toContain("x".repeat(100));
+    expect(res.text).not.toContain("y".repeat(100));
+  });
+});
+
 describe("waiting", () => {
   /** Resolves once the service has taken the caller's long-poll (authenticated it, begun to wait). */
   const waitTaken = (app: TestApp) =>

@@ -84,7 +84,8 @@ export const authenticateSchema = z.object({
 });
 export type AuthenticateInput = z.output<typeof authenticateSchema>;
 
-export const finalizeSchema = z.object({ code: z.string().min(1).max(4096), state: z.string().min(1).max(512) });
+// Secrets until used: whoever reads them can finish the caller's flow (never quoted in a 422).
+export const finalizeSchema = z.object({ code: secretValue(z.string().min(1).max(4096)), state: secretValue(z.string().min(1).max(512)) });
 
 /** GET /v2/auth/callback/{provider_id} and /v2/auth/setup/{provider_id}. All optional: a refusal carries only `error`. */
 export const callbackQuerySchema = z.object({
