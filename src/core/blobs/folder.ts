@@ -26,11 +26,15 @@ export class FolderBlobStore implements BlobStore {
   async write(path: string, body: AsyncIterable<Uint8Array>): Promise<void> {
     const target = this.file(path);
     const temp = join(this.incoming, randomUUID());
+    const out = createWriteStream(temp, { flags: "wx", mode: 0o600 });
     try {
-      await pipeline(Readable.from(body), createWriteStream(temp, { flags: "wx", mode: 0o600 }));
+      await pipeline(Readable.from(body), out);
       mkdirSync(dirname(target), { recursive: true });
       await rename(temp, target);
     } catch (err) {
+      // A body that fails at once fails the pipeline while the file's open is still pending: the
+      // file appears once it completes. Removed after the stream has closed, not before.
+      if (!out.closed) await new Promise<void>((closed) => out.once("close", () => closed()));
       await rm(temp, { force: true });
       throw err;
     }
