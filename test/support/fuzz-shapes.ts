@@ -7,7 +7,7 @@ import type { TestResponse } from "./app.js";
  */
 
 /** Statuses a REST call may answer with; anything else (5xx above all) is a bug. */
-const REST_STATUSES = new Set([200, 201, 204, 207, 400, 401, 403, 404, 409, 413, 415, 422]);
+const REST_STATUSES = new Set([200, 201, 204, 207, 400, 401, 403, 404, 405, 409, 413, 415, 422]);
 const ISSUE_KEYS = new Set(["loc", "msg", "type", "input", "ctx"]);
 const LOCATIONS = new Set(["body", "query", "path", "header"]);
 
@@ -26,6 +26,9 @@ export function expectRestAnswer(res: TestResponse): void {
   expect(typeof res.body === "object" && res.body !== null, `not a JSON object or array: ${where}`).toBe(true);
   if (res.status < 400) return;
   expect(Object.keys(res.body), where).toEqual(["detail"]);
+  // A hostile id can make another path of the API ("#" ends the path, "/" adds a segment): asked
+  // with a method that path does not take, it is 405 with Allow (README's REST reference).
+  if (res.status === 405) expect(res.headers.get("allow"), where).toMatch(/^[A-Z]+(, [A-Z]+)*$/);
   if (res.status === 422) {
     const detail = res.body.detail as unknown[];
     expect(Array.isArray(detail) && detail.length > 0, `422 detail must be a non-empty list: ${where}`).toBe(true);
