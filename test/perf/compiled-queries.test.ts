@@ -19,9 +19,10 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 // A query runs on graphql-js the first time and compiled (graphql-jit) from the second: both must answer alike.
-const QUERIES: [string, string, Record<string, unknown>][] = [
-  ["a page of deployments with every field", LIST_QUERY, { first: 100 }],
-  ["deployments with their latest revision and first revisions", NESTED_QUERY, { first: 10 }],
+// Each with whether it answers an error (then both engines must answer the same one).
+const QUERIES: [string, string, Record<string, unknown>, "answers data" | "answers an error"][] = [
+  ["a page of deployments with every field", LIST_QUERY, { first: 100 }, "answers data"],
+  ["deployments with their latest revision and first revisions", NESTED_QUERY, { first: 10 }, "answers data"],
   [
     "paging, counts, filters, fragments, aliases, directives and typenames",
     `query Q($n: Int!, $skip: Boolean!) {
@@ -34,16 +35,29 @@ const QUERIES: [string, string, Record<string, unknown>][] = [
     }
     fragment D on Deployment { __typename id uuid name status other: name }`,
     { n: 2, skip: false },
+    "answers data",
   ],
-  ["a variable of the wrong type", `query($n: Int!) { deployments(first: $n) { totalCount } }`, { n: "many" }],
-  ["an argument out of range", `{ deployments(first: 500) { totalCount } }`, {}],
-  ["a malformed cursor", `{ deployments(first: 1, after: "nope") { totalCount } }`, {}],
+  [
+    "introspection of enums and scalars, and the same types' values (compiled queries answer leaves unserialised where that changes nothing: jit.ts)",
+    `query T {
+      __type(name: "RevisionStatus") { kind name enumValues { name } }
+      __schema { types { kind name } }
+      viewer { uuid }
+      deployments(first: 3, filter: { deploymentType: DEV }) { edges { node { uuid status source shareable sourceConfig { deploymentType } revisions(first: 2) { edges { node { status uuid } } } } } }
+    }`,
+    {},
+    "answers data",
+  ],
+  ["a variable of the wrong type", `query($n: Int!) { deployments(first: $n) { totalCount } }`, { n: "many" }, "answers an error"],
+  ["an argument out of range", `{ deployments(first: 500) { totalCount } }`, {}, "answers an error"],
+  ["a malformed cursor", `{ deployments(first: 1, after: "nope") { totalCount } }`, {}, "answers an error"],
 ];
 
 describe("compiled queries answer as graphql-js does", () => {
-  for (const [what, query, variables] of QUERIES) {
+  for (const [what, query, variables, answers] of QUERIES) {
     it(what, async () => {
       const first = await gql(t, ws.apiKey, query, variables);
+      expect(first.errors === undefined ? "answers data" : "answers an error", JSON.stringify(first.errors)).toBe(answers);
       const second = await gql(t, ws.apiKey, query, variables);
       const third = await gql(t, ws.apiKey, query, variables);
       expect(second.status).toBe(first.status);
@@ -51,6 +65,21 @@ describe("compiled queries answer as graphql-js does", () => {
       expect({ data: third.data, errors: third.errors }).toEqual({ data: first.data, errors: first.errors });
     });
   }
+
+  it("nodes by global id, through the Node interface", async () => {
+    const page: { deployments: { edges: { node: { id: string; latestRevision: { id: string } } }[] } } = await gqlOk(
+      t,
+      ws.apiKey,
+      `{ deployments(first: 2) { edges { node { id latestRevision { id } } } } }`,
+    );
+    const ids = page.deployments.edges.flatMap(({ node }) => [node.id, node.latestRevision.id]);
+    const query = `query N($ids: [ID!]!) { nodes(ids: $ids) { __typename id ... on Deployment { uuid status } ... on Revision { uuid revisionStatus: status } } }`;
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await gql(t, ws.apiKey, query, { ids }));
+    expect(answers[0]!.errors).toBeUndefined();
+    expect((answers[0]!.data as { nodes: unknown[] }).nodes).toHaveLength(4);
+    for (const a of answers.slice(1)) expect({ data: a.data, errors: a.errors }).toEqual({ data: answers[0]!.data, errors: answers[0]!.errors });
+  });
 
   it("an unexpected error in a resolver: the same masked error, with its location and path", async () => {
     const spy = vi.spyOn(t.app.core.batch, "workspace").mockRejectedValue(new Error("boom: internal detail"));
