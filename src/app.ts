@@ -5,6 +5,7 @@ import type { AddressInfo } from "node:net";
 import { createAdaptorServer } from "@hono/node-server";
 import { Hono } from "hono";
 import type { Config } from "./config.js";
+import type { CoreDeps } from "./core/context.js";
 import { createCore, type Core } from "./core/index.js";
 import { tenantData } from "./core/tenant-data.js";
 import { CursorCodec } from "./core/pagination.js";
@@ -63,6 +64,8 @@ export interface App {
   readonly config: Config;
   readonly db: Database;
   readonly core: Core;
+  /** What core stands on (the database client, events, secrets…): for tests that reach below core; faces call core only. */
+  readonly deps: CoreDeps;
   readonly logger: Logger;
   /** The whole HTTP surface as a fetch handler: tests call it with no port. */
   fetch(request: Request): Promise<Response>;
@@ -133,19 +136,20 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
   );
   const registry = config.registryUrl ? new Registry(config.registryUrl, new TokenSigner(secretsKey)) : null;
   if (registry) logger.info({ registry: registry.url, certificate: await registry.writeCertificate(config.dataDir) }, "registry token server: its certificate is written for the registry's auth.token.rootcertbundle");
+  const deps: CoreDeps = {
+    prisma: db.prisma,
+    data: (tenant) => tenantData(db.prisma, tenant),
+    prepared: db.prepared,
+    events,
+    secrets: new SecretBox(secretsKey, config.secretsKeyPrevious.map((k) => Buffer.from(k, "base64"))),
+    cursors: new CursorCodec(createHmac("sha256", secretsKey).update("cursor-signing").digest()),
+    deploymentDomain: config.deploymentDomain,
+    internalImageBuilds: config.internalImageBuilds,
+    // Uploads go where every replica sees them: the folder of the one embedded process, or PostgreSQL.
+    blobs: db.kind === "pglite" ? new FolderBlobStore(config.dataDir) : new DatabaseBlobStore(db.prisma),
+  };
   const core = createCore(
-    {
-      prisma: db.prisma,
-      data: (tenant) => tenantData(db.prisma, tenant),
-      prepared: db.prepared,
-      events,
-      secrets: new SecretBox(secretsKey, config.secretsKeyPrevious.map((k) => Buffer.from(k, "base64"))),
-      cursors: new CursorCodec(createHmac("sha256", secretsKey).update("cursor-signing").digest()),
-      deploymentDomain: config.deploymentDomain,
-      internalImageBuilds: config.internalImageBuilds,
-      // Uploads go where every replica sees them: the folder of the one embedded process, or PostgreSQL.
-      blobs: db.kind === "pglite" ? new FolderBlobStore(config.dataDir) : new DatabaseBlobStore(db.prisma),
-    },
+    deps,
     {
       jwtSecret: config.jwtSecret,
       maxTokenLifetimeSeconds: config.jwtMaxLifetimeSeconds,
@@ -178,7 +182,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
 
   const worker = config.pipeline.worker
     ? new PipelineWorker(
-        core.deps,
+        core.revisionWork,
         new SimulatorRuntime(config.pipeline.stepMs),
         logger.child({ component: "pipeline" }),
         {
@@ -254,6 +258,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
     config,
     db,
     core,
+    deps,
     logger,
     fetch,
     get server() {

@@ -30,7 +30,7 @@ import {
   revisionSummariesByIds,
   type RevisionSummary,
 } from "./revision-reads.js";
-import { DEFAULT_PAGE_SIZE, keysetArgs, type CursorArgs, type CursorPage, cursorPage, toCursorPage } from "./cursor-pages.js";
+import { DEFAULT_PAGE_SIZE, keysetArgs, type CursorArgs, type CursorPage, cursorPage, toCursorPage, toCursorPageBy } from "./cursor-pages.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -83,6 +83,11 @@ export class BatchReads {
 
   toRelay<T extends Position>(purpose: string, page: KeysetPage<T>): CursorPage<T> {
     return toCursorPage(this.deps.cursors, purpose, page);
+  }
+
+  /** toRelay for items whose place in their list is not their own (created_at, id), e.g. log lines. */
+  toRelayBy<T>(purpose: string, page: KeysetPage<T>, position: (node: T) => Position): CursorPage<T> {
+    return toCursorPageBy(this.deps.cursors, purpose, page, position);
   }
 
   /** The caller's own workspace (the viewer). */

@@ -20,6 +20,7 @@ import { TokenVault } from "./oauth-tokens.js";
 import { FlowService } from "./oauth-flows.js";
 import { RepositoryService } from "./repositories.js";
 import { SubscriptionQuota } from "./subscription-quota.js";
+import { RevisionWork, type RevisionWorkOptions } from "./revision-work.js";
 
 /** The core: one service per resource, all over the same dependencies. Faces call only this. */
 export function createCore(
@@ -54,7 +55,6 @@ export function createCore(
     deps.events,
   );
   return {
-    deps,
     auth,
     /** API keys after the first start (npm run keys): hashes only; revocation reaches every replica. */
     apiKeys: new ApiKeyService(deps.prisma, deps.events),
@@ -81,6 +81,8 @@ export function createCore(
     uploads: new UploadService(deps, deps.blobs, options.uploadSigningKey, options.publicUrl),
     /** Revisions' build and deploy logs. */
     logs: new LogService(deps),
+    /** A pipeline worker's leases, steps, log lines and sweeps (src/pipeline/worker.ts). */
+    revisionWork: (work: RevisionWorkOptions, logger: Logger) => new RevisionWork(deps, work, logger),
   };
 }
 

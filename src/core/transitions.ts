@@ -106,7 +106,7 @@ export async function transitionInTx(tx: Tx, req: TransitionRequest): Promise<Tr
       nextStepAt: terminal ? null : (req.nextStepAt ?? new Date()),
       leaseOwner: null,
       leaseUntil: null,
-      // The next status's step has not crashed yet (src/pipeline/leases.ts).
+      // The next status's step has not crashed yet (src/core/revision-leases.ts).
       stepCrashes: 0,
       stepCrashesAlone: 0,
       leaseTakenFrom: null,

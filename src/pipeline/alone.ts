@@ -1,6 +1,6 @@
 /**
  * A worker's line of steps that must run alone: suspects of taking the process down with them (their
- * step was in flight at two crashes of the service, src/pipeline/leases.ts). A crash while a step runs
+ * step was in flight at two crashes of the service, src/core/revision-leases.ts). A crash while a step runs
  * with others in flight says nothing of which one caused it, so each suspect waits until no other step
  * of the worker is in flight, then runs while none starts; a crash then is its own. The worker claims
  * nothing new while the line is not empty.

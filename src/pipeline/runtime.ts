@@ -1,5 +1,8 @@
 import type { Revision } from "../generated/prisma/client.js";
 import type { RevisionStatus } from "../core/revision-machine.js";
+import type { StepOutcome } from "../core/revision-steps.js";
+
+export type { BuildFindings, StepOutcome } from "../core/revision-steps.js";
 
 /** What a runtime is asked to do: the step that moves `revision` on from `status`. */
 export interface StepRequest {
@@ -24,28 +27,6 @@ export interface StepLogger {
   info(message: string): void;
   warning(message: string): void;
   error(message: string): void;
-}
-
-export type StepOutcome =
-  | {
-      ok: true;
-      /** status_message of the next status; the pipeline's default when omitted. */
-      message?: string;
-      /** The commit a codehost source resolved to (CREATING step). */
-      commit?: { sha: string; title: string };
-      /** What the build step found (BUILDING step). */
-      findings?: BuildFindings;
-    }
-  /** The step failed; `message` tells a person what to change. */
-  | { ok: false; message: string; findings?: BuildFindings };
-
-/**
- * What the build step found, kept on the revision for the build log: the image's digest, and a
- * report (`image`: the manifest looked up; `source`: the uploaded tarball's files, size and graphs).
- */
-export interface BuildFindings {
-  imageDigest?: string | null;
-  report: Record<string, unknown>;
 }
 
 /**

@@ -1,19 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { CoreDeps } from "../core/context.js";
-import { DELETE_GRACE_MS, DELETE_SWEEP_EVERY_MS, DeletionSweeper } from "../core/deletion-sweep.js";
-import { LogSweeper } from "../core/log-retention.js";
-import { logKindOf, LogWriter, type StepLog } from "../core/log-writer.js";
+import { DELETE_GRACE_MS, DELETE_SWEEP_EVERY_MS } from "../core/deletion-sweep.js";
+import { logKindOf, type StepLog } from "../core/log-writer.js";
 import { isDatabaseUnavailable } from "../core/prisma-errors.js";
 import type { Revision } from "../generated/prisma/client.js";
 import type { Logger } from "../logger.js";
 import { AloneLine } from "./alone.js";
-import { Leases } from "./leases.js";
 import { FailuresInARow } from "./step-failures.js";
 import { type RevisionStatus, routeFor, transition } from "../core/revision-machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "./runtime.js";
 import type { MissingInput, BuildInputs } from "./build-inputs.js";
-import { type StepResult, Steps } from "./steps.js";
+import type { StepResult } from "../core/revision-steps.js";
+import type { RevisionWork, RevisionWorkOptions } from "../core/revision-work.js";
 
 export interface WorkerOptions {
   /** How often to look for due steps when there was nothing to do. */
@@ -100,11 +98,7 @@ export interface WorkerStats {
 export class PipelineWorker {
   readonly options: WorkerOptions;
   readonly stats: WorkerStats = { claimed: 0, committed: 0, skipped: 0, waiting: 0, lost: 0, errors: 0 };
-  private readonly leases: Leases;
-  private readonly steps: Steps;
-  private readonly logs: LogWriter;
-  private readonly sweeper: LogSweeper;
-  private readonly deletions: DeletionSweeper;
+  private readonly work: RevisionWork;
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
   /** Leases a failed step could not give back (the database was lost): tried again before each claim (giveBack). */
   private readonly unreleased = new Map<string, GiveBack>();
@@ -121,7 +115,8 @@ export class PipelineWorker {
   private silenced = false;
 
   constructor(
-    private readonly deps: CoreDeps,
+    /** Core's revision work for this worker (Core.revisionWork). */
+    work: (options: RevisionWorkOptions, logger: Logger) => RevisionWork,
     private readonly runtime: Runtime,
     private readonly logger: Logger,
     options: Partial<WorkerOptions> = {},
@@ -129,11 +124,7 @@ export class PipelineWorker {
     private readonly inputs: BuildInputs | null = null,
   ) {
     this.options = { ...defaultWorkerOptions(), ...options };
-    this.leases = new Leases(deps.prisma, this.options.owner, this.options.leaseMs);
-    this.steps = new Steps(deps, this.options.owner, this.options.queuedRecheckMs);
-    this.logs = new LogWriter(deps, logger);
-    this.sweeper = new LogSweeper(deps.prisma, logger, this.options.logRetentionMs);
-    this.deletions = new DeletionSweeper(deps, logger, this.options.deleteGraceMs);
+    this.work = work(this.options, logger);
   }
 
   start(): void {
@@ -141,8 +132,8 @@ export class PipelineWorker {
     this.running = true;
     this.silenced = false;
     this.loopDone = this.loop();
-    this.sweeper.start(this.options.logSweepEveryMs);
-    this.deletions.start(this.options.deleteSweepEveryMs);
+    this.work.logSweeper.start(this.options.logSweepEveryMs);
+    this.work.deletions.start(this.options.deleteSweepEveryMs);
   }
 
   /**
@@ -155,15 +146,15 @@ export class PipelineWorker {
     this.running = false;
     this.silenced = !release;
     this.wake();
-    await this.sweeper.stop();
-    await this.deletions.stop();
+    await this.work.logSweeper.stop();
+    await this.work.deletions.stop();
     // The loop ends first, so that no step starts after the aborts below.
     await this.loopDone;
     for (const { abort } of this.inFlight.values()) abort.abort(new Error("worker stopping"));
     await Promise.all([...this.inFlight.values()].map((s) => s.done));
     if (release) {
       try {
-        await this.leases.releaseAll();
+        await this.work.leases.releaseAll();
       } catch (err) {
         this.logger.warn({ err }, "pipeline: could not release leases; they expire by themselves");
       }
@@ -190,7 +181,7 @@ export class PipelineWorker {
       if (free > 0) {
         try {
           // Just now without a database ourselves: the leases run out meanwhile are an outage's, not deaths.
-          claimed = await this.leases.claim(free, { countCrashes: Date.now() - this.troubleAt > this.options.leaseMs });
+          claimed = await this.work.leases.claim(free, { countCrashes: Date.now() - this.troubleAt > this.options.leaseMs });
         } catch (err) {
           this.stats.errors++;
           this.noteTrouble(err);
@@ -215,14 +206,14 @@ export class PipelineWorker {
     const inProgress = claimed.filter((id) => this.inFlight.has(id));
     const ids = claimed.filter((id) => !this.inFlight.has(id));
     if (inProgress.length > 0) {
-      await Promise.all(inProgress.map((id) => this.leases.release(id, 0))).catch((err: unknown) => {
+      await Promise.all(inProgress.map((id) => this.work.leases.release(id, 0))).catch((err: unknown) => {
         this.stats.errors++;
         this.logger.warn({ err, revision_ids: inProgress }, "pipeline: giving back steps claimed while in progress failed; their leases expire");
       });
     }
     let revisions: Revision[] = [];
     try {
-      if (ids.length > 0) revisions = await this.deps.prisma.revision.findMany({ where: { id: { in: ids } } });
+      revisions = await this.work.claimed(ids);
     } catch (err) {
       this.stats.errors++;
       this.logger.warn({ err }, "pipeline: reading claimed revisions failed; their leases expire");
@@ -247,7 +238,7 @@ export class PipelineWorker {
     /** A renewal of this step met a lost database: a takeover of its lease was an outage's, not a death. */
     let outage = false;
     const renew = setInterval(() => {
-      this.leases.renew(revision.id).then(
+      this.work.leases.renew(revision.id).then(
         (held) => {
           // An answer for a step that has ended (the revision's next one may be in flight): not ours to act on.
           if (held || signal.aborted || this.silenced || this.inFlight.get(revision.id)?.abort !== abort) return;
@@ -271,10 +262,10 @@ export class PipelineWorker {
     try {
       if (!transition(revision.status as RevisionStatus, "advance", routeFor(revision.source)).ok) {
         // Nothing for a runtime to do; retrying would spin. Counted with the dropped steps.
-        await this.leases.park(revision.id);
+        await this.work.leases.park(revision.id);
         return this.count("lost");
       }
-      const gate = await this.steps.gate(revision);
+      const gate = await this.work.steps.gate(revision);
       if (gate !== "go") return this.count(gate);
       if (this.suspect(revision)) {
         // Crashed often enough with nothing else in flight: the step is what takes the service down.
@@ -284,15 +275,15 @@ export class PipelineWorker {
       const status = revision.status as RevisionStatus;
       const awaiting = status === "AWAITING_BUILD" ? this.inputs?.awaiting(revision) : null;
       if (awaiting) return this.count(await this.awaitSource(revision, awaiting));
-      stepLog = this.logs.stepLog(revision, logKindOf(status, routeFor(revision.source)));
+      stepLog = this.work.logs.stepLog(revision, logKindOf(status, routeFor(revision.source)));
       let outcome: StepOutcome = await this.build({ revision, status, signal, log: stepLog });
       // What the revision refers to is checked as the create step ends, when it would be used.
-      if (outcome.ok && revision.status === "CREATING") outcome = (await this.steps.checkReferences(revision)) ?? outcome;
+      if (outcome.ok && revision.status === "CREATING") outcome = (await this.work.steps.checkReferences(revision)) ?? outcome;
       if (signal.aborted || this.silenced) return stepLog.abandon();
       // Every line of the step is stored before its outcome's status line.
       await stepLog.close();
       if (outcome.message !== undefined) outcome = { ...outcome, message: stepLog.mask.apply(outcome.message) };
-      const result = await this.steps.commit(revision, outcome);
+      const result = await this.work.steps.commit(revision, outcome);
       outcomeLabel = outcome.ok ? "ok" : "failed";
       this.count(result);
     } catch (err) {
@@ -304,7 +295,7 @@ export class PipelineWorker {
       if (inARow >= this.options.giveUpAfter && (await this.giveUp(revision, err, inARow))) return;
       this.logger.warn({ err, ...log }, "pipeline: step failed unexpectedly; retrying later");
       // The reason stays in the service's own log: it may name internals.
-      if (stepLog) await this.logs.append(revision, [{ kind: stepLog.kind, level: "WARNING", message: "This step stopped on an internal error; it runs again shortly" }]);
+      if (stepLog) await this.work.logs.append(revision, [{ kind: stepLog.kind, level: "WARNING", message: "This step stopped on an internal error; it runs again shortly" }]);
       // Again later, and later each time in a row (retryMs, twice that, four times…, at most 64 times):
       // at the defaults the step gives up after waits of 1 + 2 + 4 + 8 s.
       const delay = this.options.retryMs * 2 ** Math.min(Math.max(inARow - 1, 0), 6);
@@ -327,7 +318,7 @@ export class PipelineWorker {
   private async giveBack(back: GiveBack): Promise<boolean> {
     const { revisionId, status, delayMs, absolve } = back;
     try {
-      if (!(await this.leases.release(revisionId, delayMs, status)) && absolve) await this.leases.absolve(revisionId, status);
+      if (!(await this.work.leases.release(revisionId, delayMs, status)) && absolve) await this.work.leases.absolve(revisionId, status);
       this.unreleased.delete(revisionId);
       return true;
     } catch (err) {
@@ -355,7 +346,7 @@ export class PipelineWorker {
     const log = { revision_id: revision.id, status: revision.status, crashes: revision.stepCrashes, crashes_alone: revision.stepCrashesAlone };
     this.logger.warn(log, "pipeline: the service stopped while this step was in flight; it runs alone, after the steps in flight end");
     if (!(await this.alone.turn(revision.id, () => this.inFlight.size, signal))) return false;
-    return !this.silenced && (await this.leases.markAlone(revision.id));
+    return !this.silenced && (await this.work.leases.markAlone(revision.id));
   }
 
   /** The revision fails without running its step again: the service crashed in it alone crashLimit times. */
@@ -365,7 +356,7 @@ export class PipelineWorker {
     const message =
       `The service stopped ${crashes} times while running this step (${alone} of them with no other step running), ` +
       "so the revision was given up: the step itself may be what stops it. Create a new revision to try again.";
-    return this.steps.commit(revision, { ok: false, message });
+    return this.work.steps.commit(revision, { ok: false, message });
   }
 
   /**
@@ -378,7 +369,7 @@ export class PipelineWorker {
     this.logger.error({ err, ...log }, "pipeline: step failed on an internal error too many times in a row; failing its revision");
     try {
       const message = `This step stopped on an internal error ${inARow} times in a row, so the revision was given up. Create a new revision to try again.`;
-      this.count(await this.steps.commit(revision, { ok: false, message }));
+      this.count(await this.work.steps.commit(revision, { ok: false, message }));
       this.failures.clear(revision.id);
       return true;
     } catch (failure) {
@@ -402,10 +393,10 @@ export class PipelineWorker {
    */
   private async awaitSource(revision: Revision, { what, how }: MissingInput): Promise<StepResult> {
     const deadline = new Date(revision.createdAt.getTime() + this.options.awaitSourceMs);
-    if (deadline.getTime() > Date.now()) return this.steps.hold(revision, `Waiting for ${what}: ${how}.`, deadline);
+    if (deadline.getTime() > Date.now()) return this.work.steps.hold(revision, `Waiting for ${what}: ${how}.`, deadline);
     const after = this.options.awaitSourceMs >= 60_000 ? `${Math.round(this.options.awaitSourceMs / 60_000)} minutes` : `${this.options.awaitSourceMs} ms`;
     const message = `Nothing to build: this revision was created without ${what}, and none came within ${after}. To deploy, ${how}: that creates a new revision.`;
-    return this.steps.commit(revision, { ok: false, message });
+    return this.work.steps.commit(revision, { ok: false, message });
   }
 
   private count(result: StepResult) {

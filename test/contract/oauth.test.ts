@@ -71,7 +71,7 @@ describe("the reference contract", () => {
 
     expect((await call("POST", "/v2/auth/providers/mcp-discover", {}, { body: { provider_id: "mcp", name: "MCP", mcp_server_url: server.mcpUrl } })).status).toBe(200);
     const row = await t.app.db.prisma.oAuthProvider.findFirstOrThrow({ where: { workspaceId: ws.workspaceId, providerId: "mcp" } });
-    t.guard.secret(t.app.core.deps.secrets.open(row.clientSecret!));
+    t.guard.secret(t.app.deps.secrets.open(row.clientSecret!));
     expect((await call("POST", "/v2/auth/providers/mcp-discover", {}, { body: { provider_id: "mcp", name: "MCP", mcp_server_url: server.mcpUrl } })).status).toBe(409);
     expect((await call("POST", "/v2/auth/providers/mcp-discover", {}, { body: { name: "MCP" }, valid: false })).status).toBe(422);
   });

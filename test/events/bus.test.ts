@@ -98,7 +98,7 @@ describe("in-process event bus", () => {
     const t = await startTestApp({ PIPELINE_WORKER: "off" });
     try {
       const expected = process.env.TEST_DATABASE_URL ? PostgresEventBus : MemoryEventBus;
-      expect(t.app.core.deps.events).toBeInstanceOf(expected);
+      expect(t.app.deps.events).toBeInstanceOf(expected);
     } finally {
       await t.close();
     }
@@ -123,7 +123,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
 
   const collect = (t: TestApp, topic: string) => {
     const seen: DomainEvent[] = [];
-    const off = t.app.core.deps.events.subscribe(topic, (e) => seen.push(e));
+    const off = t.app.deps.events.subscribe(topic, (e) => seen.push(e));
     return { seen, off };
   };
 
@@ -131,7 +131,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
   const caughtUp = async (from: TestApp, to: TestApp) => {
     const revisionId = `marker-${randomUUID()}`;
     const marker = collect(to, topics.revision(revisionId));
-    await from.app.core.deps.events.publish({ type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId, status: "QUEUED" });
+    await from.app.deps.events.publish({ type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId, status: "QUEUED" });
     await waitFor(async () => marker.seen.length, (n) => n === 1);
     marker.off();
   };
@@ -141,7 +141,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
     const onB = collect(b, topics.revision("x1"));
     const onBDeployment = collect(b, topics.deploymentRevisions("dx"));
     const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "dx", revisionId: "x1", status: "BUILDING" };
-    await a.app.core.deps.events.publish(event);
+    await a.app.deps.events.publish(event);
     await waitFor(async () => onB.seen.length, (n) => n === 1);
     await waitFor(async () => onBDeployment.seen.length, (n) => n === 1);
     expect(onB.seen).toEqual([event]);
@@ -162,7 +162,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
     const onBStatus = collect(b, topics.deploymentStatus(dep.id));
     // Transitions made by instance A's core, as its worker makes them.
     for (let i = 1; i < MANAGED_LOG.length; i++) {
-      await applyTransition(a.app.core.deps, { revisionId: rev.id, event: "advance" });
+      await applyTransition(a.app.deps, { revisionId: rev.id, event: "advance" });
     }
     const statuses = MANAGED_LOG.slice(1).map((s) => s.split(">")[1]);
     await waitFor(async () => onB.seen.length, (n) => n === statuses.length);
@@ -189,14 +189,14 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
     ];
     await adminQuery(dbUrl, `SELECT ${malformed.map((_, i) => `pg_notify($1, $${i + 2})`).join(", ")}`, [CHANNEL, ...malformed]);
     const event: DomainEvent = { type: "revision.status", workspaceId: "w", deploymentId: "d", revisionId: "x2", status: "DEPLOYED" };
-    await a.app.core.deps.events.publish(event);
+    await a.app.deps.events.publish(event);
     await waitFor(async () => onB.seen.length, (n) => n === 1);
     expect(onB.seen).toEqual([event]);
     onB.off();
   });
 
   it("reconnects its listening session after the server drops it, then tells its subscribers to resync", async () => {
-    const bus = b.app.core.deps.events as PostgresEventBus;
+    const bus = b.app.deps.events as PostgresEventBus;
     // Told once it listens again (never on the first start, nor while it is down).
     const resyncs: boolean[] = [];
     const offResync = bus.onResync(() => resyncs.push(bus.listening));
@@ -216,7 +216,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("PostgreSQL LISTEN/NOTIFY event 
     // The publisher's own listening session may still be reconnecting; NOTIFY goes through its pool.
     await waitFor(
       async () => {
-        await a.app.core.deps.events.publish(event);
+        await a.app.deps.events.publish(event);
         return onB.seen.length;
       },
       (n) => n >= 1,

@@ -34,7 +34,7 @@ function collect<T>(iterator: AsyncIterableIterator<T>) {
 
 /** Advances the revision, through `deps`' core, to DEPLOYED (its deployment becomes READY). */
 async function deploy(t: TestApp, revisionId: string): Promise<void> {
-  for (let i = 1; i < MANAGED_LOG.length; i++) await applyTransition(t.app.core.deps, { revisionId, event: "advance" });
+  for (let i = 1; i < MANAGED_LOG.length; i++) await applyTransition(t.app.deps, { revisionId, event: "advance" });
 }
 
 describe("Authenticator, over a database of the test's making", () => {
@@ -108,7 +108,7 @@ describe("what the event bus feeds catches up when the bus resyncs, with no re-c
 
   const isolated = () => {
     const bus = new MemoryEventBus();
-    return { bus, watch: new Watcher({ ...t.app.core.deps, events: bus }, { recheckMs: 600_000 }) };
+    return { bus, watch: new Watcher({ ...t.app.deps, events: bus }, { recheckMs: 600_000 }) };
   };
 
   it("every feed steps at once and reads what it missed: deployment status, its revisions, a revision's status and log", async () => {
@@ -280,7 +280,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("replicas on one PostgreSQL: wha
 
     // On B: feeds of a watcher whose re-check is ten minutes away, and the app's own; who is told of
     // revocations; the doomed key's graphql-ws socket and SSE stream; a flow's watch and waiter.
-    const watch = new Watcher(b.app.core.deps, { recheckMs: 600_000 });
+    const watch = new Watcher(b.app.deps, { recheckMs: 600_000 });
     const status = collect(await watch.deploymentStatus(tenant, deployment.id));
     const revisions = collect(await watch.deploymentRevisions(tenant, deployment.id));
     const revisionStatus = collect(await watch.revisionStatus(tenant, revision.id));
@@ -303,7 +303,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("replicas on one PostgreSQL: wha
       );
 
       // B's listening session goes; its reconnection waits for the test.
-      const bus = b.app.core.deps.events as PostgresEventBus;
+      const bus = b.app.deps.events as PostgresEventBus;
       const start = bus.start.bind(bus);
       let letReconnect!: () => void;
       const reconnectAllowed = new Promise<void>((resolve) => (letReconnect = resolve));

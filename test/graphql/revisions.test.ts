@@ -16,7 +16,7 @@ afterAll(() => t.close());
 
 const advance = (revisionGlobalId: string, times: number) =>
   (async () => {
-    for (let i = 0; i < times; i++) await applyTransition(t.app.core.deps, { revisionId: restId(revisionGlobalId), event: "advance" });
+    for (let i = 0; i < times; i++) await applyTransition(t.app.deps, { revisionId: restId(revisionGlobalId), event: "advance" });
   })();
 
 const CREATE = `mutation($d: ID!, $i: RevisionCreateInput!) { revisionCreate(deploymentId: $d, input: $i) {

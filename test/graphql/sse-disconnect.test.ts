@@ -28,7 +28,7 @@ afterAll(() => t.close());
 
 /** The bus as the feeds see it (the local one behind PostgreSQL's LISTEN/NOTIFY). */
 const bus = () => {
-  const events = t.app.core.deps.events as unknown as { local?: { topicCount: number; resyncHandlerCount: number }; topicCount: number; resyncHandlerCount: number };
+  const events = t.app.deps.events as unknown as { local?: { topicCount: number; resyncHandlerCount: number }; topicCount: number; resyncHandlerCount: number };
   return events.local ?? events;
 };
 const sseOpen = async () =>

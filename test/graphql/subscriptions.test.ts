@@ -377,7 +377,7 @@ describe("across replicas", () => {
         await waitFor(() => sub.messages.length === 1 && sse.messages.length === 1, Boolean, { what: "the current status on instance A" });
         // B's worker is the only one: every change is made on B and reaches A through LISTEN/NOTIFY.
         const worker = new (await import("../../src/pipeline/worker.js")).PipelineWorker(
-          b.app.core.deps,
+          b.app.core.revisionWork,
           new (await import("../../src/pipeline/runtimes/simulator.js")).SimulatorRuntime(25),
           b.app.logger,
         );

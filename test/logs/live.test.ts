@@ -200,7 +200,7 @@ describe("a deployment being deleted", () => {
     const x = await pausedRevision();
     try {
       // A re-check ten minutes away: only the deletion itself can end the feed within the wait.
-      const watch = new Watcher(t.app.core.deps, { recheckMs: 600_000 });
+      const watch = new Watcher(t.app.deps, { recheckMs: 600_000 });
       const tenant = await t.app.core.auth.authenticate({ apiKey: ws.apiKey });
       const lines = await watch.revisionLogs(tenant, x.revisionId, "build", 0);
       let ended = false;

@@ -20,7 +20,7 @@ export async function newDeployment(t: TestApp, key: string, body: Record<string
 
 /** Writes lines as the pipeline does (one statement, one timestamp for them all) and tells subscribers. */
 export async function write(t: TestApp, target: Target, lines: (Partial<NewLogLine> & { message: string })[]): Promise<number> {
-  const writer = new LogWriter(t.app.core.deps, t.app.logger);
+  const writer = new LogWriter(t.app.deps, t.app.logger);
   const full = lines.map((l) => ({ kind: "build" as LogKind, level: "INFO" as LogLevel, ...l }));
   const row = await t.app.db.prisma.revision.findUniqueOrThrow({ where: { id: target.revisionId }, select: { workspaceId: true } });
   return writer.append({ id: target.revisionId, deploymentId: target.deploymentId, workspaceId: row.workspaceId }, full);

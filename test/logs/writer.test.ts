@@ -18,7 +18,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const revisionOf = (x: Target) => t.app.db.prisma.revision.findUniqueOrThrow({ where: { id: x.revisionId } });
-const stepLog = async (x: Target) => new LogWriter(t.app.core.deps, t.app.logger).stepLog(await revisionOf(x), "build");
+const stepLog = async (x: Target) => new LogWriter(t.app.deps, t.app.logger).stepLog(await revisionOf(x), "build");
 
 describe("a step's log", () => {
   it("masks the revision's secret values, plain, JSON-escaped or base64, but not values too short to find", async () => {
@@ -90,7 +90,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("lines of a revision deleted whi
     try {
       await waitFor(async () => deleter, (pid) => pid !== null, { what: "the deletion to have deleted" });
       // The append still sees the revision; its insert's foreign key check waits for the deletion.
-      const appending = new LogWriter(t.app.core.deps, t.app.logger).append(target, [{ kind: "build", level: "INFO", message: "a late line" }]);
+      const appending = new LogWriter(t.app.deps, t.app.logger).append(target, [{ kind: "build", level: "INFO", message: "a late line" }]);
       await waitFor(
         async () => (await prisma.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${deleter}::int = ANY(pg_blocking_pids(pid))`)[0]!.n,
         (n) => n > 0,

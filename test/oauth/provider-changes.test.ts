@@ -60,7 +60,7 @@ async function repoint(providerId: string, body: Record<string, string>) {
 }
 
 const refreshTokenOf = async (tokenId: string) =>
-  t.app.core.deps.secrets.open((await t.app.db.prisma.oAuthToken.findUniqueOrThrow({ where: { id: tokenId } })).refreshToken!);
+  t.app.deps.secrets.open((await t.app.db.prisma.oAuthToken.findUniqueOrThrow({ where: { id: tokenId } })).refreshToken!);
 
 const sentElsewhere = (value: string) => received.filter((body) => Object.values(Object.fromEntries(new URLSearchParams(body))).includes(value));
 

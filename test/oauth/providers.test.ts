@@ -174,7 +174,7 @@ describe("mcp-discover", () => {
     });
     // The client secret the server issued is sealed, never shown.
     const row = await t.app.db.prisma.oAuthProvider.findFirstOrThrow({ where: { workspaceId: mine.workspaceId, providerId: "tools" } });
-    t.guard.secret(t.app.core.deps.secrets.open(row.clientSecret!));
+    t.guard.secret(t.app.deps.secrets.open(row.clientSecret!));
     expect(row.revocationUrl).toBe(`${server.issuer}/token/revocation`);
     expect(row.issuer).toBe(server.issuer);
 

@@ -94,7 +94,7 @@ describe("a hand-out while another replica refreshes the token", () => {
     const answer = handOut(t, key);
     await waitFor(() => asked.mock.calls.length, (n) => n >= 1, { what: "the hand-out to read the token" });
     // That replica stores what the provider answered, which ends its claim.
-    const secrets = t.app.core.deps.secrets;
+    const secrets = t.app.deps.secrets;
     const refreshedThere = t.guard.secret();
     await prisma.oAuthToken.update({
       where: { id: tokenId },
@@ -120,7 +120,7 @@ describe("a hand-out while another replica refreshes the token", () => {
     const { key, tokenId } = await withToken(t);
     const prisma = t.app.db.prisma;
     // The refresh token is one the provider never issued, and the access token has expired.
-    const secrets = t.app.core.deps.secrets;
+    const secrets = t.app.deps.secrets;
     await prisma.oAuthToken.update({ where: { id: tokenId }, data: { refreshToken: secrets.seal(t.guard.secret()), expiresAt: new Date(Date.now() - 1000) } });
     expect((await handOut(t, key)).status).toBe("token_expired");
     expect((await prisma.oAuthToken.findUniqueOrThrow({ where: { id: tokenId } })).refreshClaimedUntil).toBeNull();

@@ -25,7 +25,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("waiting for a flow across repli
     const started = await a.request("POST", "/v2/auth/authenticate", { key: ws.apiKey, body: { provider: "idp", scopes: ["openid"] } });
     // What replica b hears of the flow: the NOTIFY of replica a's callback.
     const heard: string[] = [];
-    b.app.core.deps.events.subscribe(topics.oauthFlow(started.body.auth_id), (e) => void heard.push(e.type === "oauth.flow" ? e.status : e.type));
+    b.app.deps.events.subscribe(topics.oauthFlow(started.body.auth_id), (e) => void heard.push(e.type === "oauth.flow" ? e.status : e.type));
     const waiting = b.request("GET", `/v2/auth/wait/${started.body.auth_id}?timeout=60`, { key: ws.apiKey });
     const back = await server.follow(started.body.url);
     expect((await a.request("GET", pathOf(back))).status).toBe(200);

@@ -35,7 +35,7 @@ async function providerRefreshes(providerId: string, workspaceId: string, refres
   const res = await fetch(provider.tokenUrl, {
     method: "POST",
     headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: refreshToken, client_id: provider.clientId, client_secret: t.app.core.deps.secrets.open(provider.clientSecret!) }),
+    body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: refreshToken, client_id: provider.clientId, client_secret: t.app.deps.secrets.open(provider.clientSecret!) }),
   });
   const body = (await res.json()) as { error?: string; access_token?: string };
   if (body.access_token) t.guard.secret(body.access_token);
@@ -63,8 +63,8 @@ describe("refresh", () => {
     const listed = (await t.request("GET", "/v2/auth/agents/refresher/connections", { key: ws.apiKey })).body.data[0];
     expect(listed.expires_at).toBe(after.expiresAt!.toISOString());
     // The old refresh token is spent at the provider.
-    t.guard.secret(t.app.core.deps.secrets.open(before.refreshToken!));
-    expect(await providerRefreshes("idp", ws.workspaceId, t.app.core.deps.secrets.open(before.refreshToken!))).toBe("invalid_grant");
+    t.guard.secret(t.app.deps.secrets.open(before.refreshToken!));
+    expect(await providerRefreshes("idp", ws.workspaceId, t.app.deps.secrets.open(before.refreshToken!))).toBe("invalid_grant");
   });
 
   it("answers token_expired with a new flow when the token expired and the provider refuses its refresh token", async () => {
@@ -73,12 +73,12 @@ describe("refresh", () => {
     const { callback } = await authorize(t, shortLived, mine.apiKey, "idp", ["openid"]);
     const row = await t.app.db.prisma.oAuthToken.findUniqueOrThrow({ where: { id: callback.token_id } });
     // The user revokes the grant at the provider (here: its refresh token), and time passes.
-    const refresh = t.guard.secret(t.app.core.deps.secrets.open(row.refreshToken!));
+    const refresh = t.guard.secret(t.app.deps.secrets.open(row.refreshToken!));
     const provider = await t.app.db.prisma.oAuthProvider.findFirstOrThrow({ where: { workspaceId: mine.workspaceId } });
     const revoked = await fetch(`${shortLived.issuer}/token/revocation`, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams({ token: refresh, client_id: provider.clientId, client_secret: t.app.core.deps.secrets.open(provider.clientSecret!) }),
+      body: new URLSearchParams({ token: refresh, client_id: provider.clientId, client_secret: t.app.deps.secrets.open(provider.clientSecret!) }),
     });
     expect(revoked.status).toBe(200);
     await t.app.db.prisma.oAuthToken.update({ where: { id: row.id }, data: { expiresAt: new Date(Date.now() - 1000) } });
@@ -116,7 +116,7 @@ describe("revocation on delete", () => {
     await addProvider(t, shortLived, mine.apiKey, "idp", { revocation_url: `${shortLived.issuer}/token/revocation` });
     const { callback } = await authorize(t, shortLived, mine.apiKey, "idp", ["openid"]);
     const row = await t.app.db.prisma.oAuthToken.findUniqueOrThrow({ where: { id: callback.token_id } });
-    const refresh = t.guard.secret(t.app.core.deps.secrets.open(row.refreshToken!));
+    const refresh = t.guard.secret(t.app.deps.secrets.open(row.refreshToken!));
     await t.request("POST", "/v2/auth/agents/revoked/connections", { key: mine.apiKey, body: { oauth_token_id: row.id } });
 
     const revocations = shortLived.revocations.length;

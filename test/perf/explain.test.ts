@@ -2,8 +2,8 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { DeletionSweeper } from "../../src/core/deletion-sweep.js";
-import { Leases } from "../../src/pipeline/leases.js";
-import { inFlightAhead } from "../../src/pipeline/steps.js";
+import { Leases } from "../../src/core/revision-leases.js";
+import { inFlightAhead } from "../../src/core/revision-steps.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { storeToken } from "../support/oauth.js";
 import { LIST_QUERY, NESTED_QUERY } from "../../bench/lib/queries.js";
@@ -345,7 +345,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("query plans", () => {
     const sql = recordSql();
     try {
       await new Leases(t.app.db.prisma, "planner", 10_000).claim(16);
-      await new DeletionSweeper(t.app.core.deps, t.app.logger).run();
+      await new DeletionSweeper(t.app.deps, t.app.logger).run();
       await t.app.core.batch.eventsSince({ organizationId: "", workspaceId: ws.workspaceId, actor: "" }, ids.revision, 0n);
     } finally {
       sql.restore();

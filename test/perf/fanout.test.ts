@@ -172,7 +172,7 @@ describe("subscribers of one revision share one feed", () => {
             (e: unknown) => e as { message: string; extensions?: { code?: string } }[],
           ),
         );
-        await t.app.core.deps.events.publish({ type: "revision.status", workspaceId: ws.workspaceId, deploymentId: restId(d.id), revisionId, status: "QUEUED" });
+        await t.app.deps.events.publish({ type: "revision.status", workspaceId: ws.workspaceId, deploymentId: restId(d.id), revisionId, status: "QUEUED" });
         for (const errors of await Promise.all(outcomes)) {
           expect(errors).toEqual([expect.objectContaining({ message: "Unexpected error.", extensions: expect.objectContaining({ code: "INTERNAL_SERVER_ERROR" }) })]);
         }

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { IN_FLIGHT_STATUSES, isTerminal, type RevisionStatus } from "../../src/core/revision-machine.js";
-import { Leases } from "../../src/pipeline/leases.js";
-import { Steps } from "../../src/pipeline/steps.js";
+import { Leases } from "../../src/core/revision-leases.js";
+import { Steps } from "../../src/core/revision-steps.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { createDeployment, eventLog } from "./support.js";
 import { waitFor } from "../support/wait.js";
@@ -32,8 +32,8 @@ describe("pipeline concurrency", () => {
       expect(await slowLeases.renew(rev.id)).toBe(false);
 
       const claimed = await prisma.revision.findUniqueOrThrow({ where: { id: rev.id } });
-      const slow = new Steps(t.app.core.deps, "slow-worker", 1000);
-      const fast = new Steps(t.app.core.deps, "fast-worker", 1000);
+      const slow = new Steps(t.app.deps, "slow-worker", 1000);
+      const fast = new Steps(t.app.deps, "fast-worker", 1000);
       expect(await slow.commit(claimed, { ok: true })).toBe("lost");
       expect(await fast.commit(claimed, { ok: true })).toBe("committed");
       expect(await fast.commit(claimed, { ok: true })).toBe("lost"); // the same step again: no longer CREATING

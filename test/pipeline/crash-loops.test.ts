@@ -4,7 +4,8 @@ import { ConfigError, loadConfig } from "../../src/config.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { applyTransition } from "../../src/core/transitions.js";
 import { AloneLine } from "../../src/pipeline/alone.js";
-import { Leases } from "../../src/pipeline/leases.js";
+import { Leases } from "../../src/core/revision-leases.js";
+import type { RevisionWork } from "../../src/core/revision-work.js";
 import type { PipelineWorker } from "../../src/pipeline/worker.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
 import { startTestApp, type TestApp } from "../support/app.js";
@@ -29,7 +30,7 @@ afterAll(() => t.close());
 
 const prisma = () => t.app.db.prisma;
 /** A worker's leases (private to it: the test fails its statements, as a lost database would). */
-const leasesOf = (w: PipelineWorker) => (w as unknown as { leases: Leases }).leases;
+const leasesOf = (w: PipelineWorker) => (w as unknown as { work: RevisionWork }).work.leases;
 const lostDatabase = () => Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
 
 /**
@@ -201,7 +202,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     await waitFor(() => runtime.starts(revision.id) === 5 && runtime.building(revision.id));
     expect(await counts()).toEqual([1, 0]);
     // Ended by a person: the next status starts its count afresh.
-    await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+    await applyTransition(t.app.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
     expect(await revisionRow(revision.id)).toMatchObject({ status: "INTERRUPTED", stepCrashes: 0, stepCrashesAlone: 0 });
   });
 
@@ -215,7 +216,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     await prisma().revision.update({ where: { id: revision.id }, data: { leaseUntil: new Date(Date.now() - 60_000) } });
     await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "the build to start again" });
     expect(await revisionRow(revision.id)).toMatchObject({ status: "BUILDING", leaseOwner: w.options.owner, stepCrashes: 0, stepCrashesAlone: 0 });
-    await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+    await applyTransition(t.app.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
   });
 
   it("counts no death when a live worker lost the database for longer than its lease, and another took the step over", async () => {
@@ -232,7 +233,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     // A is back, finds its lease taken, and says it was alive: no death of the step to count.
     await waitFor(() => revisionRow(revision.id), (r) => r.stepCrashes === 0, { what: "A's word that it did not die" });
     expect(await revisionRow(revision.id)).toMatchObject({ status: "BUILDING", stepCrashes: 0, stepCrashesAlone: 0 });
-    await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+    await applyTransition(t.app.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
   });
 
   it("keeps the death counted when the holder stalled past its lease (its renewals never failed): to the pipeline it was dead", async () => {
@@ -254,7 +255,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
       restore();
       release.mockRestore();
     }
-    await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+    await applyTransition(t.app.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
   });
 
   it("counts no death for a lease that ran out while the claimer could not reach the database itself", async () => {
@@ -269,7 +270,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     } finally {
       claim.mockRestore();
     }
-    await applyTransition(t.app.core.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+    await applyTransition(t.app.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
   });
 
   it("gives back a step's own lease only: not the revision's next step's, claimed since", async () => {

@@ -100,7 +100,7 @@ describe("the pipeline leaves the revisions of a deployment being deleted alone"
       return original(deps, tenant, which);
     });
     try {
-      expect(await new DeletionSweeper(t.app.core.deps, t.app.logger, 60_000).run()).toBe(rest.length);
+      expect(await new DeletionSweeper(t.app.deps, t.app.logger, 60_000).run()).toBe(rest.length);
     } finally {
       spy.mockRestore();
     }
@@ -108,7 +108,7 @@ describe("the pipeline leaves the revisions of a deployment being deleted alone"
     expect(await t.app.db.prisma.deployment.count({ where: { id: stuck } })).toBe(1);
     expect(faults(t, logged).map((l) => JSON.parse(l).deployment_id)).toEqual([stuck]);
     // The next sweep, the fault gone, finishes it.
-    expect(await new DeletionSweeper(t.app.core.deps, t.app.logger, 60_000).run()).toBe(1);
+    expect(await new DeletionSweeper(t.app.deps, t.app.logger, 60_000).run()).toBe(1);
   });
 
   it("two sweeps at once: one deletes each deployment, the other finds it gone, and neither fails", async () => {
@@ -120,7 +120,7 @@ describe("the pipeline leaves the revisions of a deployment being deleted alone"
       ids.push(deployment.id);
     }
     // No worker runs here: the two sweeps are all there is, and between them they delete each once.
-    const sweepers = [0, 1].map(() => new DeletionSweeper(t.app.core.deps, t.app.logger, 60_000));
+    const sweepers = [0, 1].map(() => new DeletionSweeper(t.app.deps, t.app.logger, 60_000));
     const counts = await Promise.all(sweepers.map((s) => s.run()));
     expect(counts[0]! + counts[1]!).toBe(ids.length);
     expect(await t.app.db.prisma.deployment.count({ where: { id: { in: ids } } })).toBe(0);

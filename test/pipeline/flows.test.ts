@@ -107,7 +107,7 @@ describe("the CI script's flow (COMPAT.md, How clients drive a deployment, 1)", 
     expect(deployment).toMatchObject({ status: "READY", active_revision_id: secondId, latest_revision_id: secondId });
 
     const seen: DomainEvent[] = [];
-    const off = t.app.core.deps.events.subscribe(topics.deploymentStatus(id), (e) => seen.push(e));
+    const off = t.app.deps.events.subscribe(topics.deploymentStatus(id), (e) => seen.push(e));
     const deleted = await t.request("DELETE", `/v2/deployments/${id}`, { key });
     off();
     expect(deleted.status).toBe(204);

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CoreDeps } from "../../src/core/context.js";
 import { transitionInTx, type Tx } from "../../src/core/transitions.js";
-import { Steps } from "../../src/pipeline/steps.js";
+import { Steps } from "../../src/core/revision-steps.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { deploymentBody } from "../support/fixtures.js";
@@ -62,7 +62,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a step's transition", () => {
     // The takeover is let run for a while after the step's read: before the step's lock on the
     // revision it committed there and then, and the step's write cleared its lease.
     let takingOver: Promise<unknown> = Promise.resolve();
-    const deps = t.app.core.deps;
+    const deps = t.app.deps;
     const prisma = new Proxy(deps.prisma, {
       get(target, prop) {
         if (prop !== "$transaction") return Reflect.get(target, prop);

@@ -64,7 +64,7 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("pipeline across app instances o
       key: ws.apiKey,
       body: { name: "watched", source: "internal_container", source_revision_config: { image_uri: "r.example/w:1" } },
     });
-    const off = watcher.app.core.deps.events.subscribe(topics.deploymentRevisions(res.body.id), (e) => seen.push(e));
+    const off = watcher.app.deps.events.subscribe(topics.deploymentRevisions(res.body.id), (e) => seen.push(e));
     await waitFor(async () => seen.at(-1), (e) => e?.type === "revision.status" && e.status === "DEPLOYED");
     off();
     const statuses = seen.flatMap((e) => (e.type === "revision.status" ? [e.status] : []));

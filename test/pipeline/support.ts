@@ -1,3 +1,4 @@
+import { RevisionWork } from "../../src/core/revision-work.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach } from "vitest";
 import type { CoreDeps } from "../../src/core/context.js";
@@ -121,8 +122,8 @@ export function workersOn(app: () => TestApp, defaults: Partial<WorkerOptions> =
   afterEach(async () => {
     await Promise.all(started.splice(0).map((w) => w.stop()));
   });
-  return (runtime: Runtime = new SimulatorRuntime(5), options: Partial<WorkerOptions> = {}, deps: CoreDeps = app().app.core.deps): PipelineWorker => {
-    const w = new PipelineWorker(deps, runtime, app().app.logger, { pollMs: 10, ...defaults, ...options });
+  return (runtime: Runtime = new SimulatorRuntime(5), options: Partial<WorkerOptions> = {}, deps: CoreDeps = app().app.deps): PipelineWorker => {
+    const w = new PipelineWorker((work, logger) => new RevisionWork(deps, work, logger), runtime, app().app.logger, { pollMs: 10, ...defaults, ...options });
     started.push(w);
     w.start();
     return w;

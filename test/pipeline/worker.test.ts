@@ -35,8 +35,8 @@ describe("pipeline worker", () => {
     const { deployment: dep, revision: rev } = await deploy();
     const seen: DomainEvent[] = [];
     const off = [
-      t.app.core.deps.events.subscribe(topics.revision(rev.id), (e) => seen.push(e)),
-      t.app.core.deps.events.subscribe(topics.deploymentStatus(dep.id), (e) => seen.push(e)),
+      t.app.deps.events.subscribe(topics.revision(rev.id), (e) => seen.push(e)),
+      t.app.deps.events.subscribe(topics.deploymentStatus(dep.id), (e) => seen.push(e)),
     ];
     worker();
     await until(rev.id, "DEPLOYED");
@@ -186,13 +186,13 @@ describe("pipeline worker", () => {
     const { revision: rev } = await deploy();
     const w = worker(runtime);
     await waitFor(async () => runtime.holding(rev.id), Boolean);
-    const result = await applyTransition(t.app.core.deps, { revisionId: rev.id, event: "interrupt", workspaceId: ws.workspaceId });
+    const result = await applyTransition(t.app.deps, { revisionId: rev.id, event: "interrupt", workspaceId: ws.workspaceId });
     expect(result.to).toBe("INTERRUPTED");
     runtime.release(rev.id);
     await waitFor(async () => w.stats.lost, (n) => n >= 1);
     expect(await statusOf(rev.id)).toBe("INTERRUPTED");
     expect((await eventLog(prisma(), rev.id)).slice(-2)).toEqual(["AWAITING_BUILD>BUILDING", "BUILDING>INTERRUPTED"]);
-    const again = applyTransition(t.app.core.deps, { revisionId: rev.id, event: "interrupt", workspaceId: ws.workspaceId });
+    const again = applyTransition(t.app.deps, { revisionId: rev.id, event: "interrupt", workspaceId: ws.workspaceId });
     await expect(again).rejects.toMatchObject({ code: "BAD_REQUEST", message: expect.stringContaining("already INTERRUPTED") });
   });
 
@@ -231,7 +231,7 @@ describe("pipeline worker", () => {
     const { revision: rev } = await deploy();
     // The worker's publications wait until the test lets them go, as a NOTIFY through a busy pool
     // does: the step that committed CREATING is still in progress while QUEUED is due already.
-    const bus = t.app.core.deps.events;
+    const bus = t.app.deps.events;
     let publishing = 0;
     let letPublish!: () => void;
     const publishAllowed = new Promise<void>((resolve) => (letPublish = resolve));
@@ -248,7 +248,7 @@ describe("pipeline worker", () => {
         return typeof value === "function" ? value.bind(target) : value;
       },
     });
-    const a = worker(runtime, { pollMs: 1 }, { ...t.app.core.deps, events: slowBus });
+    const a = worker(runtime, { pollMs: 1 }, { ...t.app.deps, events: slowBus });
     try {
       await waitFor(async () => publishing, (n) => n > 0, { what: "CREATING's commit to publish" });
       expect(await statusOf(rev.id)).toBe("QUEUED");
@@ -288,7 +288,7 @@ describe("pipeline worker", () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(w.stats).toMatchObject({ claimed: 1, lost: 1, committed: 0, errors: 0 });
     expect(await statusOf(rev.id)).toBe("UNKNOWN");
-    const result = await applyTransition(t.app.core.deps, { revisionId: rev.id, event: "interrupt" });
+    const result = await applyTransition(t.app.deps, { revisionId: rev.id, event: "interrupt" });
     expect(result.to).toBe("INTERRUPTED");
   });
 

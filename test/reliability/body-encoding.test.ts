@@ -74,7 +74,7 @@ describe("a REST body that is not UTF-8", () => {
     const res = await post(`\ufeff${JSON.stringify({ name: "enc-utf8", source: "internal_container", secrets: [{ name: "PW", value: "pässwörd-🚀" }] })}`);
     expect(res.status, res.text).toBe(201);
     const [row] = await t.app.db.sql.query<{ secrets: { name: string; value: string }[] }>(`SELECT secrets FROM deployments WHERE id = $1`, [res.body.id]);
-    expect(row!.secrets.map((s) => [s.name, t.app.core.deps.secrets.open(s.value)])).toEqual([["PW", "pässwörd-🚀"]]);
+    expect(row!.secrets.map((s) => [s.name, t.app.deps.secrets.open(s.value)])).toEqual([["PW", "pässwörd-🚀"]]);
   });
 });
 

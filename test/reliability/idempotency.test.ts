@@ -216,7 +216,7 @@ describe("IdempotencyService", () => {
   beforeAll(async () => {
     const w = await t.workspace();
     tenant = { organizationId: w.organizationId, workspaceId: w.workspaceId, actor: "test" };
-    service = new IdempotencyService(t.app.core.deps, Buffer.alloc(32, 3), { waitMs: 300, staleMs: 60_000 });
+    service = new IdempotencyService(t.app.deps, Buffer.alloc(32, 3), { waitMs: 300, staleMs: 60_000 });
   });
 
   it("makes a duplicate wait for the first request, then replay its answer", async () => {
@@ -242,7 +242,7 @@ describe("IdempotencyService", () => {
     const app = new Hono();
     let calls = 0;
     // Patient enough for a retry to wait out the first try's pause.
-    const patient = new IdempotencyService(t.app.core.deps, Buffer.alloc(32, 3), { waitMs: 10_000, staleMs: 60_000 });
+    const patient = new IdempotencyService(t.app.deps, Buffer.alloc(32, 3), { waitMs: 10_000, staleMs: 60_000 });
     app.use("*", idempotency(patient, t.app.core.auth, t.app.logger));
     app.post("/v2/made", (c) => c.json({ call: ++calls }, 201));
     const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });

@@ -76,7 +76,7 @@ describe("OAuth secrets across a key rotation", { timeout: 120_000 }, () => {
     }
     // A provider configured by hand and a token stored through core (test/support/oauth.ts).
     const handmade = await storeToken(service, ws1.apiKey, { providerId: "github" });
-    left.handmadeAccessToken = service.app.core.deps.secrets.open(handmade.accessToken);
+    left.handmadeAccessToken = service.app.deps.secrets.open(handmade.accessToken);
     // Authorized at the provider only after the restarts: its verifier is opened under the new key alone.
     const pending = await service.request("POST", "/v2/auth/authenticate", { key: ws2.apiKey, body: { provider: "idp", scopes: ["repo"], force_new: true } });
     expect(pending.body.status, pending.text).toBe("pending");
@@ -99,7 +99,7 @@ describe("OAuth secrets across a key rotation", { timeout: 120_000 }, () => {
     holds.push(hold);
     const handedOut = service.request("POST", "/v2/auth/authenticate", { key: ws1.apiKey, body: { provider: "idp", scopes: ["repo"] } });
     await waitFor(() => hold.arrived, (n) => n >= 1, { what: "the refresh to reach the token endpoint" });
-    const report = await rotateSecrets(prisma, service.app.core.deps.secrets, { batchSize: 2 });
+    const report = await rotateSecrets(prisma, service.app.deps.secrets, { batchSize: 2 });
     hold.release();
     const res = await handedOut;
     expect(res.status, res.text).toBe(200);
@@ -120,7 +120,7 @@ describe("OAuth secrets across a key rotation", { timeout: 120_000 }, () => {
     left.raced = token.id;
 
     expect(await keyIdsInDatabase(service.app.db.sql)).toEqual(new Set([keyId(newOnly)]));
-    const again = await rotateSecrets(prisma, service.app.core.deps.secrets);
+    const again = await rotateSecrets(prisma, service.app.deps.secrets);
     expect(again.oauth_providers.rotated + again.oauth_tokens.rotated + again.oauth_flows.rotated).toBe(0);
   });
 

@@ -161,8 +161,8 @@ async function storedSecrets(prisma: PrismaClient, s: Seeded) {
 describe("secrets key rotation", () => {
   it("the service opens values sealed under a previous key", async () => {
     const sealed = oldBox.seal("opened-with-previous");
-    expect(t.app.core.deps.secrets.open(sealed)).toBe("opened-with-previous");
-    expect(keyId(t.app.core.deps.secrets.seal("x"))).toBe(NEW_ID);
+    expect(t.app.deps.secrets.open(sealed)).toBe("opened-with-previous");
+    expect(keyId(t.app.deps.secrets.seal("x"))).toBe(NEW_ID);
   });
 
   it("re-seals every stored value under the current key without loss, and leaves updated_at alone", async () => {
@@ -171,7 +171,7 @@ describe("secrets key rotation", () => {
     const before = await Promise.all(seeded.map((s) => storedSecrets(prisma, s)));
     for (const rows of before) for (const row of rows) for (const s of row.secrets) expect(keyId(s.value)).toBe(OLD_ID);
 
-    const report = await rotateSecrets(prisma, t.app.core.deps.secrets, { batchSize: 2 });
+    const report = await rotateSecrets(prisma, t.app.deps.secrets, { batchSize: 2 });
     expect(report.failed).toEqual([]);
     expect(report.deployments.rotated).toBeGreaterThanOrEqual(2);
     expect(report.revisions.rotated).toBeGreaterThanOrEqual(4);
@@ -190,7 +190,7 @@ describe("secrets key rotation", () => {
       }
     }
 
-    const again = await rotateSecrets(prisma, t.app.core.deps.secrets);
+    const again = await rotateSecrets(prisma, t.app.deps.secrets);
     expect(again.deployments.rotated + again.revisions.rotated).toBe(0);
     expect(again.deployments.scanned).toBe(report.deployments.scanned);
   });
@@ -201,7 +201,7 @@ describe("secrets key rotation", () => {
     const current = newOnly.seal("already-new");
     const mixed = [...oldBox.sealAll(s.plain), { name: "NEW_ONE", value: current }];
     await prisma.deployment.update({ where: { id: s.deploymentId }, data: { secrets: json(mixed) } });
-    await rotateSecrets(prisma, t.app.core.deps.secrets);
+    await rotateSecrets(prisma, t.app.deps.secrets);
     const [deployment] = await storedSecrets(prisma, s);
     expect(deployment!.secrets.map((x) => keyId(x.value))).toEqual([NEW_ID, NEW_ID, NEW_ID]);
     expect(deployment!.secrets[2]!.value).toBe(current);
@@ -213,7 +213,7 @@ describe("secrets key rotation", () => {
     const lost = await seed(prisma, ws.workspaceId, new SecretBox(UNKNOWN));
     const fine = await seed(prisma, ws.workspaceId, oldBox);
     const before = await storedSecrets(prisma, lost);
-    const report = await rotateSecrets(prisma, t.app.core.deps.secrets);
+    const report = await rotateSecrets(prisma, t.app.deps.secrets);
     expect(report.failed).toEqual(
       expect.arrayContaining([
         { table: "deployments", id: lost.deploymentId, reason: expect.stringContaining("SECRETS_KEY_PREVIOUS") },
@@ -232,7 +232,7 @@ describe("secrets key rotation", () => {
     const before = await Promise.all(seeded.map((s) => storedOAuth(prisma, s)));
     for (const b of before) for (const v of Object.values(b.sealed)) expect(keyId(v)).toBe(OLD_ID);
 
-    const report = await rotateSecrets(prisma, t.app.core.deps.secrets, { batchSize: 1 });
+    const report = await rotateSecrets(prisma, t.app.deps.secrets, { batchSize: 1 });
     expect(report.failed).toEqual([]);
     expect(report.oauth_providers.rotated).toBeGreaterThanOrEqual(2);
     expect(report.oauth_tokens.rotated).toBeGreaterThanOrEqual(2);
@@ -249,7 +249,7 @@ describe("secrets key rotation", () => {
       expect(Object.fromEntries(Object.entries(after.sealed).map(([k, v]) => [k, newOnly.open(v)]))).toEqual(s.plain);
     }
 
-    const again = await rotateSecrets(prisma, t.app.core.deps.secrets);
+    const again = await rotateSecrets(prisma, t.app.deps.secrets);
     expect(again.oauth_providers.rotated + again.oauth_tokens.rotated + again.oauth_flows.rotated).toBe(0);
     expect(again.oauth_tokens.scanned).toBe(report.oauth_tokens.scanned);
   });
@@ -260,7 +260,7 @@ describe("secrets key rotation", () => {
     // A token whose refresh token alone is under an unknown key: its access token is not re-sealed either (a row is written whole or not at all).
     await prisma.oAuthToken.update({ where: { id: lost.tokenId }, data: { refreshToken: new SecretBox(UNKNOWN).seal(lost.plain.refreshToken) } });
     const before = await storedOAuth(prisma, lost);
-    const report = await rotateSecrets(prisma, t.app.core.deps.secrets);
+    const report = await rotateSecrets(prisma, t.app.deps.secrets);
     expect(report.failed).toEqual([{ table: "oauth_tokens", id: lost.tokenId, reason: expect.stringMatching(/^refresh_token is sealed under a key .*SECRETS_KEY_PREVIOUS/) }]);
     expect(report.remaining).toMatchObject({ oauth_tokens: 1, oauth_providers: 0, oauth_flows: 0 });
     const after = await storedOAuth(prisma, lost);
@@ -298,12 +298,12 @@ describe("secrets key rotation", () => {
         };
       },
     });
-    const report = await rotateSecrets(writing, t.app.core.deps.secrets);
+    const report = await rotateSecrets(writing, t.app.deps.secrets);
     expect(written).toBe(true);
     expect(report.failed).toEqual([]);
     expect(report.remaining.oauth_providers).toBe(1);
     // Run again (every replica on the new key by then): it is re-sealed.
-    const again = await rotateSecrets(prisma, t.app.core.deps.secrets);
+    const again = await rotateSecrets(prisma, t.app.deps.secrets);
     expect(again.oauth_providers.rotated).toBe(1);
     expect(Object.values(again.remaining)).toEqual([0, 0, 0, 0, 0]);
     await prisma.organization.delete({ where: { id: other.organizationId } });

@@ -121,7 +121,7 @@ describe("PATCH /v2/deployments/{id} creating a revision", () => {
     const rev = await t.app.db.prisma.revision.findUniqueOrThrow({ where: { id: res.body.latest_revision_id } });
     const [sealed] = rev.secrets as { name: string; value: string }[];
     expect(sealed!.name).toBe("NEW");
-    expect(t.app.core.deps.secrets.open(sealed!.value)).toBe(SECRET);
+    expect(t.app.deps.secrets.open(sealed!.value)).toBe(SECRET);
   });
 
   it("carries unset revision fields over from the newest revision of the same source", async () => {

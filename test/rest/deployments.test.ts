@@ -93,7 +93,7 @@ describe("POST /v2/deployments", () => {
 
   it("records the first revision as CREATING with its event, due for the pipeline now, and announces it", async () => {
     const seen: DomainEvent[] = [];
-    const spy = vi.spyOn(t.app.core.deps.events, "publish").mockImplementation(async (e) => void seen.push(e));
+    const spy = vi.spyOn(t.app.deps.events, "publish").mockImplementation(async (e) => void seen.push(e));
     const before = Date.now();
     const res = await post({ name: "first-revision", source: "internal_container", source_revision_config: { image_uri: "registry/x:1" } });
     spy.mockRestore();
@@ -366,7 +366,7 @@ describe("secrets", () => {
     for (const stored of [deployment.secrets, revision.secrets]) {
       expect(JSON.stringify(stored)).not.toContain(SECRET);
       const [sealed] = stored as { name: string; value: string }[];
-      expect(t.app.core.deps.secrets.open(sealed!.value)).toBe(SECRET);
+      expect(t.app.deps.secrets.open(sealed!.value)).toBe(SECRET);
     }
   });
 

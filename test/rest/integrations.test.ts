@@ -177,7 +177,7 @@ describe("code-hosting installations", () => {
     const [body, mac] = cursor.split(".") as [string, string];
     const decoded = JSON.parse(Buffer.from(body, "base64url").toString());
     const edited = Buffer.from(JSON.stringify({ ...decoded, t: "2030-01-01T00:00:00.000Z" })).toString("base64url");
-    const otherPurpose = t.app.core.deps.cursors.encode("listeners", { createdAt: new Date(), id: randomUUID() });
+    const otherPurpose = t.app.deps.cursors.encode("listeners", { createdAt: new Date(), id: randomUUID() });
     for (const bad of [
       "garbage",
       `${edited}.${mac}`,

@@ -133,7 +133,7 @@ describe("POST /v2/deployments/{id}/revisions", () => {
   it("always creates a revision, returns it as CREATING and announces it", async () => {
     const d = await create({ shareable: true });
     const seen: DomainEvent[] = [];
-    const spy = vi.spyOn(t.app.core.deps.events, "publish").mockImplementation(async (e) => void seen.push(e));
+    const spy = vi.spyOn(t.app.deps.events, "publish").mockImplementation(async (e) => void seen.push(e));
     const res = await post(revisionsPath(d.id), {});
     spy.mockRestore();
     expect(res.status).toBe(201);

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
-import { Steps } from "../../src/pipeline/steps.js";
+import { Steps } from "../../src/core/revision-steps.js";
 import { type TestApp, startTestApp } from "../support/app.js";
 
 /**
@@ -85,7 +85,7 @@ describe("integration_id of another workspace on an internal_source deployment",
   it("fails the pipeline's create step (CREATE_FAILED, saying so) when the installation is no longer the workspace's", async () => {
     const { revisionId } = await namingAForeignInstallation("gone-later");
     const revision = await t.app.db.prisma.revision.findUniqueOrThrow({ where: { id: revisionId } });
-    const steps = new Steps(t.app.core.deps, "test-worker", 1000);
+    const steps = new Steps(t.app.deps, "test-worker", 1000);
     const outcome = await steps.checkReferences(revision);
     expect(outcome).toEqual({ ok: false, message: expect.stringContaining(`integration ${foreignInstallation} of this deployment no longer exists`) });
   });

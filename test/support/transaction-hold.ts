@@ -17,7 +17,7 @@ export interface TransactionHold {
  * database, so the hold is before the transaction, never inside it.)
  */
 export function holdNextTransaction(t: TestApp): TransactionHold {
-  const deps = t.app.core.deps;
+  const deps = t.app.deps;
   const door = deps.data.bind(deps);
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));

@@ -1,6 +1,5 @@
 import { linePosition, type LogLine } from "../../core/log-queries.js";
 import { DEFAULT_TAIL, LOG_BACKLOG_LIMIT, MAX_TAIL } from "../../core/log-feed.js";
-import { toCursorPageBy } from "../../core/cursor-pages.js";
 import type { LogKind } from "../../core/schemas/logs.js";
 import { builder } from "../builder.js";
 import type { GraphQLContext } from "../context.js";
@@ -50,7 +49,7 @@ const logField = (kind: LogKind) =>
           const purpose = `graphql:${kind}-logs:${revision.id}:${JSON.stringify(parsed)}`;
           const keyset = ctx.core.batch.keysetArgs(purpose, args);
           const page = await ctx.loaders.logPage(kind, keyset, parsed).load(revision.id);
-          return connection(toCursorPageBy(ctx.core.deps.cursors, purpose, page, linePosition), () => ctx.loaders.logCount(kind, parsed).load(revision.id));
+          return connection(ctx.core.batch.toRelayBy(purpose, page, linePosition), () => ctx.loaders.logCount(kind, parsed).load(revision.id));
         },
       },
       LogConnection,

@@ -1,15 +1,14 @@
-import type { CoreDeps } from "../core/context.js";
-import { CLOSED_STATUSES } from "../core/log-queries.js";
-import { appendLines, logKindOf } from "../core/log-writer.js";
-import { DELETING } from "../core/deployment-status.js";
-import { commitThenPublish } from "../core/publish.js";
-import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "../core/revision-machine.js";
-import { missingReferences } from "../core/revision-rules.js";
-import { LISTENER_REQUIRED, listenerRequired } from "../core/schemas/source-rules.js";
-import { lockDeploymentStatus, newerThan, transitionInTx, type Tx } from "../core/transitions.js";
+import type { CoreDeps } from "./context.js";
+import { CLOSED_STATUSES } from "./log-queries.js";
+import { appendLines, logKindOf } from "./log-writer.js";
+import { DELETING } from "./deployment-status.js";
+import { commitThenPublish } from "./publish.js";
+import { canBeSkipped, IN_FLIGHT_STATUSES, type RevisionStatus, routeFor } from "./revision-machine.js";
+import { missingReferences } from "./revision-rules.js";
+import { LISTENER_REQUIRED, listenerRequired } from "./schemas/source-rules.js";
+import { lockDeploymentStatus, newerThan, transitionInTx, type Tx } from "./transitions.js";
 import type { DomainEvent } from "../events/types.js";
 import { Prisma, type Revision } from "../generated/prisma/client.js";
-import type { BuildFindings, StepOutcome } from "./runtime.js";
 
 /**
  * Another revision of the deployment in flight (building or deploying), which a queued one waits
@@ -17,6 +16,28 @@ import type { BuildFindings, StepOutcome } from "./runtime.js";
  */
 export const inFlightAhead = (tx: Tx, queued: Pick<Revision, "id" | "deploymentId">): Promise<Revision | null> =>
   tx.revision.findFirst({ where: { deploymentId: queued.deploymentId, status: { in: [...IN_FLIGHT_STATUSES] }, id: { not: queued.id } } });
+
+export type StepOutcome =
+  | {
+      ok: true;
+      /** status_message of the next status; the pipeline's default when omitted. */
+      message?: string;
+      /** The commit a codehost source resolved to (CREATING step). */
+      commit?: { sha: string; title: string };
+      /** What the build step found (BUILDING step). */
+      findings?: BuildFindings;
+    }
+  /** The step failed; `message` tells a person what to change. */
+  | { ok: false; message: string; findings?: BuildFindings };
+
+/**
+ * What the build step found, kept on the revision for the build log: the image's digest, and a
+ * report (`image`: the manifest looked up; `source`: the uploaded tarball's files, size and graphs).
+ */
+export interface BuildFindings {
+  imageDigest?: string | null;
+  report: Record<string, unknown>;
+}
 
 /** What became of a leased step. */
 export type StepResult = "committed" | "skipped" | "waiting" | "lost";
