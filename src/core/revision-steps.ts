@@ -9,6 +9,7 @@ import { LISTENER_REQUIRED, listenerRequired } from "./schemas/source-rules.js";
 import { lockDeploymentStatus, newerThan, transitionInTx, type Tx } from "./transitions.js";
 import type { DomainEvent } from "../events/types.js";
 import { Prisma, type Revision } from "../generated/prisma/client.js";
+import { objectOf, textOf } from "./stored-json.js";
 
 /**
  * Another revision of the deployment in flight (building or deploying), which a queued one waits
@@ -83,9 +84,9 @@ export class Steps {
   async checkReferences(revision: Revision): Promise<StepOutcome | null> {
     const deployment = await this.deps.prisma.deployment.findUnique({ where: { id: revision.deploymentId } });
     if (!deployment) return null; // deleted meanwhile: the commit finds nothing and drops the step
-    const config = asObject(revision.sourceConfig);
-    const integrationId = asString(config.integration_id) ?? deployment.integrationId ?? null;
-    const listenerId = asString(config.listener_id) ?? deployment.listenerId ?? null;
+    const config = objectOf(revision.sourceConfig);
+    const integrationId = textOf(config.integration_id) ?? deployment.integrationId ?? null;
+    const listenerId = textOf(config.listener_id) ?? deployment.listenerId ?? null;
     // The same rules the API applied when the revision was made; what it names may have gone since.
     if (revision.source === "codehost" && !integrationId) return { ok: false, message: integrationGone("(none)") };
     if (listenerRequired({ source: revision.source, sourceConfig: { listener_id: listenerId } })) return { ok: false, message: LISTENER_REQUIRED };
@@ -196,7 +197,3 @@ const integrationGone = (id: string) =>
 const listenerGone = (id: string) =>
   `The listener ${id} of this deployment no longer exists in the workspace. ` +
   "Register a listener in the target cluster (POST /v2/listeners), then create a new deployment that uses it.";
-
-const asObject = (value: unknown): Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
-const asString = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);

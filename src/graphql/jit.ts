@@ -52,7 +52,7 @@ function entryFor(args: ExecutionArgs): Entry {
  * it answers String, Boolean, Int, Float, ID and enum values as their resolvers return them.
  * That is the same answer only where serialising changes nothing:
  * - String and Boolean: resolvers return strings and booleans (their types say so, and stored JSON
- *   is read by type, see stored-json.ts), so they skip it;
+ *   is read by type, see core/stored-json.ts), so they skip it;
  * - enums are answered by name but held by value (coreEnum): here they are scalars that serialise as
  *   their enum does;
  * - Int and Float refuse values out of range (an older row may hold one), and ID turns numbers into

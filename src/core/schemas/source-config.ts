@@ -1,6 +1,7 @@
 import type { Deployment } from "../../generated/prisma/client.js";
 import type { DeploymentType, SourceConfigInput, SourceRevisionConfigInput } from "./source.js";
 import type { ResourceSpec } from "./resource-spec.js";
+import { isObj } from "../stored-json.js";
 
 /** A source config with every key present (null when unset): how it is stored and shown. */
 export interface SourceConfig {
@@ -65,8 +66,6 @@ export const toSourceConfig = (input: SourceConfigInput | null | undefined): Sou
 export const toSourceRevisionConfig = (input: SourceRevisionConfigInput | null | undefined): SourceRevisionConfig =>
   overlay(emptySourceRevisionConfig(), input);
 
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
 /** Reads a stored source config (JSON written by core), filling keys it lacks with null. */
 const NOTHING: Record<string, unknown> = {};
 type Stored<T> = { [K in keyof T]: T[K] };
@@ -77,7 +76,7 @@ type Stored<T> = { [K in keyof T]: T[K] };
  * profiles.
  */
 export function readSourceConfig(json: unknown): SourceConfig {
-  const s = (isRecord(json) ? json : NOTHING) as Partial<Stored<SourceConfig>>;
+  const s = (isObj(json) ? json : NOTHING) as Partial<Stored<SourceConfig>>;
   return {
     integration_id: s.integration_id ?? null,
     repo_url: s.repo_url ?? null,
@@ -94,7 +93,7 @@ export function readSourceConfig(json: unknown): SourceConfig {
 }
 
 export function readSourceRevisionConfig(json: unknown): SourceRevisionConfig {
-  const s = (isRecord(json) ? json : NOTHING) as Partial<Stored<SourceRevisionConfig>>;
+  const s = (isObj(json) ? json : NOTHING) as Partial<Stored<SourceRevisionConfig>>;
   return {
     repo_ref: s.repo_ref ?? null,
     framework_config_path: s.framework_config_path ?? null,
@@ -110,7 +109,7 @@ export function sameJson(a: unknown, b: unknown): boolean {
 
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (isRecord(value)) {
+  if (isObj(value)) {
     const keys = Object.keys(value).filter((k) => value[k] !== undefined).sort();
     return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(",")}}`;
   }

@@ -1,6 +1,6 @@
 import { builder } from "../builder.js";
 import { camel } from "../input-names.js";
-import { bool, int, num, type Obj, obj, objs, str, strs } from "../stored-json.js";
+import { bool, int, num, type Obj, obj, objs, str, strs } from "../../core/stored-json.js";
 
 /** SPEC.md's numeric resource fields and the reference's orchestrator and executor ones: cpu values are decimals, memory, scale and storage whole numbers. */
 const FLOATS = [

@@ -2,6 +2,7 @@ import { GraphQLError, Kind, type ValueNode } from "graphql";
 import { parseInstant } from "../../core/schemas/logs.js";
 import { isoString } from "../../time.js";
 import { builder } from "../builder.js";
+import { isObj } from "../../core/stored-json.js";
 
 const ISO_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
@@ -29,8 +30,6 @@ builder.scalarType("DateTime", {
   },
 });
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
-
 function literal(ast: ValueNode, variables: Record<string, unknown> | null | undefined): unknown {
   switch (ast.kind) {
     case Kind.STRING:
@@ -55,16 +54,16 @@ function literal(ast: ValueNode, variables: Record<string, unknown> | null | und
 builder.scalarType("JSONObject", {
   description: "A JSON object whose inner structure the API does not define (labels, volume sources, security contexts).",
   serialize: (value) => {
-    if (!isObject(value)) throw new GraphQLError("JSONObject cannot represent a non-object value");
+    if (!isObj(value)) throw new GraphQLError("JSONObject cannot represent a non-object value");
     return value;
   },
   parseValue: (value) => {
-    if (!isObject(value)) throw new GraphQLError("JSONObject must be an object");
+    if (!isObj(value)) throw new GraphQLError("JSONObject must be an object");
     return value;
   },
   parseLiteral: (ast, variables) => {
     const value = literal(ast, variables);
-    if (!isObject(value)) throw new GraphQLError("JSONObject must be an object");
+    if (!isObj(value)) throw new GraphQLError("JSONObject must be an object");
     return value;
   },
 });

@@ -4,7 +4,7 @@ import { builder, type Types } from "../builder.js";
 import { camelList } from "../input-names.js";
 import { SECRET_FIELD } from "../redact.js";
 import { readSecretReferences } from "../../core/schemas/secrets.js";
-import { bool, isObj, type Obj, obj, str } from "../stored-json.js";
+import { bool, isObj, type Obj, obj, str } from "../../core/stored-json.js";
 import type { SourceConfig } from "../../core/schemas/source-config.js";
 import type { RevisionConfig } from "../../core/revisions.js";
 import { AgentEnvironmentEnum, DeploymentTypeEnum, RevisionSourceEnum } from "./enums.js";

@@ -3,6 +3,7 @@ import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { extract } from "tar-stream";
 import { isStorable, jsonFault } from "../../core/validation.js";
+import { isObj } from "../../core/stored-json.js";
 
 /** A tarball unpacking to more than this is refused (a gzip bomb is small until opened). */
 export const MAX_UNPACKED_BYTES = 2 * 1024 * 1024 * 1024;
@@ -171,8 +172,8 @@ export function readGraphs(config: Buffer): Record<string, string> | { error: st
     // be a secret (the secret mask only knows whole values), or hold a NUL.
     return { error: `does not parse as JSON (${storable(jsonFault(err).error)})` };
   }
-  const graphs = isObject(parsed) ? parsed.graphs : undefined;
-  if (!isObject(graphs) || Object.keys(graphs).length === 0) {
+  const graphs = isObj(parsed) ? parsed.graphs : undefined;
+  if (!isObj(graphs) || Object.keys(graphs).length === 0) {
     return { error: `names no graphs: it needs "graphs": {"<name>": "./path/to/file.py:graph"}` };
   }
   const out: Record<string, string> = {};
@@ -180,7 +181,7 @@ export function readGraphs(config: Buffer): Record<string, string> | { error: st
     // Kept on the revision (jsonb) and quoted in messages (text): neither stores a NUL, nor jsonb an unpaired surrogate.
     const badName = notText(name);
     if (badName) return { error: `names a graph whose name is not valid text: ${badName}` };
-    const target = typeof value === "string" ? value : isObject(value) && typeof value.path === "string" ? value.path : null;
+    const target = typeof value === "string" ? value : isObj(value) && typeof value.path === "string" ? value.path : null;
     if (!target) return { error: `names graph '${name}' without saying where it is (a "./file.py:graph" string)` };
     const badTarget = notText(target);
     if (badTarget) return { error: `says where graph '${name}' is in text that is not valid: ${badTarget}` };
@@ -198,4 +199,3 @@ function notText(s: string): string | null {
 /** A message quoting a tarball's bytes, as text PostgreSQL can store: NUL and unpaired surrogates become U+FFFD. */
 const storable = (s: string) => s.replace(/\u0000/g, "\uFFFD").replace(/\p{Cs}/gu, "\uFFFD");
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Revision } from "../../generated/prisma/client.js";
 import type { RevisionStatus } from "../../core/revision-machine.js";
+import { numberOf, objectOf, textOf } from "../../core/stored-json.js";
 
 /** What the simulator writes for a step: lines as it starts, and lines once its work is done. */
 export interface SimulatedLines {
@@ -10,11 +11,6 @@ export interface SimulatedLines {
   failure: string[];
 }
 
-const obj = (value: unknown): Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
-const str = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);
-const num = (value: unknown) => (typeof value === "number" && Number.isFinite(value) ? value : undefined);
-
 /** A digest that is the same for the same revision: the stand-in for a built image's. */
 export const simulatedDigest = (revision: Pick<Revision, "id">) => `sha256:${createHash("sha256").update(`image\n${revision.id}`).digest("hex")}`;
 
@@ -23,21 +19,21 @@ export const simulatedDigest = (revision: Pick<Revision, "id">) => `sha256:${cre
  * Secrets are named, never shown: only their names and count appear.
  */
 export function simulatedLines(revision: Revision, status: RevisionStatus, built: boolean): SimulatedLines {
-  const config = obj(revision.sourceConfig);
-  const revisionConfig = obj(revision.sourceRevisionConfig);
-  const spec = obj(config.resource_spec);
-  const image = str(revisionConfig.image_uri);
-  const frameworkConfig = str(revisionConfig.framework_config_path) ?? "langgraph.json";
+  const config = objectOf(revision.sourceConfig);
+  const revisionConfig = objectOf(revision.sourceRevisionConfig);
+  const spec = objectOf(config.resource_spec);
+  const image = textOf(revisionConfig.image_uri);
+  const frameworkConfig = textOf(revisionConfig.framework_config_path) ?? "langgraph.json";
   const none = { start: [], done: [], failure: [] };
   switch (status) {
     case "CREATING": {
-      const secrets = Array.isArray(revision.secrets) ? revision.secrets.map((s) => str(obj(s).name)).filter(Boolean) : [];
+      const secrets = Array.isArray(revision.secrets) ? revision.secrets.map((s) => textOf(objectOf(s).name)).filter(Boolean) : [];
       const references = Array.isArray(revision.secretReferences) ? revision.secretReferences.length : 0;
       const start = [`Creating revision ${revision.id} (source ${revision.source})`];
       if (revision.source === "codehost") {
-        start.push(`Resolving ${str(revisionConfig.repo_ref) ?? str(config.repo_branch) ?? "main"} of ${str(config.repo_url) ?? "the repository"}`);
+        start.push(`Resolving ${textOf(revisionConfig.repo_ref) ?? textOf(config.repo_branch) ?? "main"} of ${textOf(config.repo_url) ?? "the repository"}`);
       } else if (revision.source === "internal_source") {
-        start.push(`Source: uploaded archive ${str(revisionConfig.source_tarball_path) ?? "(none given)"}`);
+        start.push(`Source: uploaded archive ${textOf(revisionConfig.source_tarball_path) ?? "(none given)"}`);
       } else if (image) {
         start.push(`Image: ${image}`);
       }
@@ -51,8 +47,8 @@ export function simulatedLines(revision: Revision, status: RevisionStatus, built
     case "AWAITING_BUILD":
       return { start: ["Builder assigned (simulated)"], done: ["Build context prepared"], failure: [] };
     case "BUILDING": {
-      const install = str(config.install_command) ?? "pip install --no-cache-dir -e .";
-      const build = str(config.build_command);
+      const install = textOf(config.install_command) ?? "pip install --no-cache-dir -e .";
+      const build = textOf(config.build_command);
       const steps = build ? 5 : 4;
       return {
         start: [
@@ -72,9 +68,9 @@ export function simulatedLines(revision: Revision, status: RevisionStatus, built
     case "AWAITING_DEPLOY":
       return { start: [`Preparing to deploy ${image ?? (built ? "the built image" : "the image")}`], done: ["Deploy slot acquired"], failure: [] };
     case "DEPLOYING": {
-      const [min, max] = [num(spec.min_scale) ?? 1, num(spec.max_scale) ?? num(spec.min_scale) ?? 1];
+      const [min, max] = [numberOf(spec.min_scale) ?? 1, numberOf(spec.max_scale) ?? numberOf(spec.min_scale) ?? 1];
       const scale = min === max ? `${min} replica${min === 1 ? "" : "s"}` : `${min} to ${max} replicas`;
-      const size = `${num(spec.cpu) ?? 1} CPU, ${num(spec.memory_mb) ?? 1024} MB`;
+      const size = `${numberOf(spec.cpu) ?? 1} CPU, ${numberOf(spec.memory_mb) ?? 1024} MB`;
       return {
         start: [`Rolling out revision ${revision.id}: ${scale}, ${size} each`, `Starting the agent server${image ? ` from ${image}` : ""}`],
         done: ["Health check passed: GET /ok answered 200", `Revision ${revision.id} is serving`],

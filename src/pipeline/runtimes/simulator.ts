@@ -4,6 +4,7 @@ import type { Revision } from "../../generated/prisma/client.js";
 import { type RevisionStatus, routeFor } from "../../core/revision-machine.js";
 import { simulatedLines } from "./simulated-lines.js";
 import type { Runtime, StepOutcome, StepRequest } from "../runtime.js";
+import { objectOf, textOf } from "../../core/stored-json.js";
 
 /** The resource_spec label that makes the simulator fail a step on purpose (tests, demos). */
 export const FAILURE_LABEL = "simulate/failure";
@@ -58,7 +59,7 @@ export class SimulatorRuntime implements Runtime {
 
 /** The same repository and ref always give the same commit: a stand-in for asking the code host. */
 export function simulatedCommit(revision: Revision): { sha: string; title: string } | null {
-  const repoUrl = str(obj(revision.sourceConfig).repo_url);
+  const repoUrl = textOf(objectOf(revision.sourceConfig).repo_url);
   if (!repoUrl) return null;
   const ref = refOf(revision);
   const sha = createHash("sha1").update(`${repoUrl}\n${ref}`).digest("hex");
@@ -67,13 +68,10 @@ export function simulatedCommit(revision: Revision): { sha: string; title: strin
 }
 
 const refOf = (revision: Revision) =>
-  str(obj(revision.sourceRevisionConfig).repo_ref) ?? str(obj(revision.sourceConfig).repo_branch) ?? "main";
+  textOf(objectOf(revision.sourceRevisionConfig).repo_ref) ?? textOf(objectOf(revision.sourceConfig).repo_branch) ?? "main";
 
 function failureLabel(revision: Revision): string | undefined {
-  const labels = obj(obj(obj(revision.sourceConfig).resource_spec).labels);
-  return str(labels[FAILURE_LABEL]);
+  const labels = objectOf(objectOf(objectOf(revision.sourceConfig).resource_spec).labels);
+  return textOf(labels[FAILURE_LABEL]);
 }
 
-const obj = (value: unknown): Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
-const str = (value: unknown) => (typeof value === "string" && value !== "" ? value : undefined);

@@ -1,6 +1,7 @@
 /**
- * Readers for stored JSON (source configs, resource specs): a value of the wrong shape reads as null
- * rather than breaking a response, since JSON columns are not typed by the database.
+ * Readers for JSON the service did not just validate (stored configs and resource specs, a
+ * project's langgraph.json, a JSONObject input): a value of the wrong shape reads as null rather than
+ * breaking a response, since JSON columns are not typed by the database.
  */
 export type Obj = Record<string, unknown>;
 
@@ -14,3 +15,12 @@ export const obj = (o: Obj, k: string) => (isObj(o[k]) ? (o[k] as Obj) : null);
 export const objs = (o: Obj, k: string) => (Array.isArray(o[k]) ? (o[k] as unknown[]).filter(isObj) : null);
 export const strs = (o: Obj, k: string) =>
   Array.isArray(o[k]) ? (o[k] as unknown[]).filter((v): v is string => typeof v === "string") : null;
+
+// The same rules for a value rather than a key, where a missing object reads as an empty one.
+
+/** The value if it is an object, else an empty one: its keys then read as absent. */
+export const objectOf = (v: unknown): Obj => (isObj(v) ? v : {});
+/** The value if it is a non-empty string. */
+export const textOf = (v: unknown): string | undefined => (typeof v === "string" && v !== "" ? v : undefined);
+/** The value if it is a finite number. */
+export const numberOf = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined);
