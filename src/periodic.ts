@@ -1,17 +1,29 @@
+import type { Logger } from "./logger.js";
+
 /**
  * Work a process does on a timer (a sweep, a vacuum), one run at a time: a run asked for while one is
  * in progress shares it, the timer never holds the process open, and stop() waits for the run in
- * progress (before the database closes). A subclass says what a run does (perform), which never throws.
+ * progress (before the database closes). A subclass says what a run does (perform). A run the timer
+ * started that fails is logged and the next one tries again; a run asked for (run()) hands its
+ * failure to the caller.
  */
 export abstract class PeriodicTask<T> {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<T> | null = null;
 
-  /** One run; never throws (a failure is logged, and the next run tries again). */
+  constructor(
+    /** What the task is, as its failures are logged: "logs: sweep". */
+    private readonly what: string,
+    protected readonly logger: Logger,
+  ) {}
+
+  /** One run (a subclass logs the failures it expects with their context; others reach start's handler). */
   protected abstract perform(): Promise<T>;
 
   start(everyMs: number): this {
-    this.timer = setInterval(() => void this.run(), everyMs);
+    this.timer = setInterval(() => {
+      this.run().catch((err: unknown) => this.logger.error({ err }, `${this.what}: a run failed; the next one tries again`));
+    }, everyMs);
     this.timer.unref();
     return this;
   }
@@ -26,6 +38,7 @@ export abstract class PeriodicTask<T> {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
-    await this.running;
+    // Its failure is its caller's (or the timer's) to handle: stopping only waits for it to end.
+    await this.running?.catch(() => undefined);
   }
 }

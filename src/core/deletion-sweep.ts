@@ -21,10 +21,10 @@ const SWEEP_BATCH = 100;
 export class DeletionSweeper extends PeriodicTask<number> {
   constructor(
     private readonly deps: CoreDeps,
-    private readonly logger: Logger,
+    logger: Logger,
     private readonly graceMs: number = DELETE_GRACE_MS,
   ) {
-    super();
+    super("deployments: deletion sweep", logger);
   }
 
   /** One sweep: resolves with the deployments it deleted. */

@@ -29,10 +29,10 @@ export async function trimRevisionLogs(tx: Tx, revisionId: string, keep = MAX_LO
 export class LogSweeper extends PeriodicTask<number> {
   constructor(
     private readonly prisma: PrismaClient,
-    private readonly logger: Logger,
+    logger: Logger,
     private readonly retentionMs: number,
   ) {
-    super();
+    super("logs: retention sweep", logger);
   }
 
   /** One sweep: resolves with the lines deleted. */

@@ -17,9 +17,9 @@ export const PGLITE_VACUUM_EVERY_MS = 30_000;
 export class Vacuum extends PeriodicTask<void> {
   constructor(
     private readonly sql: Sql,
-    private readonly logger: Logger,
+    logger: Logger,
   ) {
-    super();
+    super("embedded database: vacuum", logger);
   }
 
   override start(everyMs: number = PGLITE_VACUUM_EVERY_MS): this {
