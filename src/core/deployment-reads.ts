@@ -1,5 +1,5 @@
 import { type Deployment, Prisma } from "../generated/prisma/client.js";
-import { statement } from "../db/prepared.js";
+import { statement, tupleReader } from "../db/prepared.js";
 import type { CoreDeps } from "./context.js";
 import type { DeploymentFilter } from "./schemas/deployment.js";
 import { REVISION_CONFIG_COLUMNS, type RevisionConfig } from "./revisions.js";
@@ -30,24 +30,22 @@ const PAGE = statement(
   `SELECT ${SELECTED} ${FROM} WHERE d.workspace_id = $1::uuid ORDER BY d.created_at DESC, d.id DESC LIMIT $2 OFFSET $3`,
 );
 
+/** A deployment row read as a tuple, its columns in DEPLOYMENT_FIELDS order. */
+const deploymentOf = tupleReader<Deployment>(DEPLOYMENT_FIELDS);
+
 /**
- * Reads a joined row (the deployment's columns, then its latest revision's `fields` under
- * "latest.<field>") as the deployment with `latestRevision`, null when it has none. Field lists
- * fixed in advance: every object of a page gets the same shape, and no key is cut from a string.
+ * Reads a joined row (the deployment's columns, then its latest revision's `fields`) as the
+ * deployment with `latestRevision`, null when it has none. Field lists fixed in advance: every
+ * object of a page gets the same shape.
  */
 function joined<L>(fields: readonly string[]) {
-  const latestKeys = fields.map((f) => [f, `${LATEST}${f}`] as const);
-  const latestId = `${LATEST}id`;
-  return (row: Record<string, unknown>): Deployment & { latestRevision: L | null } => {
-    const deployment: Record<string, unknown> = {};
-    for (const f of DEPLOYMENT_FIELDS) deployment[f] = row[f];
-    let latest: Record<string, unknown> | null = null;
-    if (row[latestId] != null) {
-      latest = {};
-      for (const [f, key] of latestKeys) latest[f] = row[key];
-    }
-    deployment.latestRevision = latest;
-    return deployment as Deployment & { latestRevision: L | null };
+  const latestOf = tupleReader<L>(fields, DEPLOYMENT_FIELDS.length);
+  const latestId = DEPLOYMENT_FIELDS.length + fields.indexOf("id");
+  if (latestId < DEPLOYMENT_FIELDS.length) throw new Error("a latest revision's fields must include its id");
+  return (tuple: readonly unknown[]): Deployment & { latestRevision: L | null } => {
+    const deployment = deploymentOf(tuple) as Deployment & { latestRevision: L | null };
+    deployment.latestRevision = tuple[latestId] != null ? latestOf(tuple) : null;
+    return deployment;
   };
 }
 const withLatestConfig = joined<RevisionConfig>(CONFIG_FIELDS);
@@ -60,7 +58,7 @@ const withLatestSummary = joined<RevisionSummary>(SUMMARY_FIELDS);
  */
 export async function deploymentWithLatestConfig(deps: Pick<CoreDeps, "prepared">, workspaceId: string, id: string): Promise<DeploymentWithLatest | null> {
   if (!UUID.test(id)) return null;
-  const [row] = await deps.prepared.rows<Record<string, unknown>>(BY_ID, [id, workspaceId]);
+  const [row] = await deps.prepared.tuples(BY_ID, [id, workspaceId]);
   return row ? withLatestConfig(row) : null;
 }
 
@@ -71,7 +69,7 @@ export async function deploymentPageWithLatestConfig(
   limit: number,
   offset: number,
 ): Promise<DeploymentWithLatest[]> {
-  const rows = await deps.prepared.rows<Record<string, unknown>>(PAGE, [workspaceId, limit, offset]);
+  const rows = await deps.prepared.tuples(PAGE, [workspaceId, limit, offset]);
   return rows.map(withLatestConfig);
 }
 
@@ -111,15 +109,16 @@ const FORWARD_WITH_LATEST = {
  * The rows of an unfiltered forward keyset page of the workspace's deployments (newest first,
  * optionally after a position): `take` rows at most, one prepared statement.
  */
-export function deploymentRowsForward(
+export async function deploymentRowsForward(
   deps: Pick<CoreDeps, "prepared">,
   workspaceId: string,
   after: { createdAt: Date; id: string } | undefined,
   take: number,
 ): Promise<Deployment[]> {
-  return after
-    ? deps.prepared.rows<Deployment>(FORWARD.after, [workspaceId, take, after.createdAt, after.id])
-    : deps.prepared.rows<Deployment>(FORWARD.first, [workspaceId, take]);
+  const rows = await (after
+    ? deps.prepared.tuples(FORWARD.after, [workspaceId, take, after.createdAt, after.id])
+    : deps.prepared.tuples(FORWARD.first, [workspaceId, take]));
+  return rows.map(deploymentOf);
 }
 
 /** deploymentRowsForward, each row with its latest revision's config or summary (`read`), joined in the same statement. */
@@ -132,8 +131,8 @@ export async function deploymentRowsForwardWithLatest<R extends LatestRevisionRe
 ): Promise<DeploymentWithLatestRead<R>[]> {
   const { statements, row } = FORWARD_WITH_LATEST[read];
   const rows = await (after
-    ? deps.prepared.rows<Record<string, unknown>>(statements.after, [workspaceId, take, after.createdAt, after.id])
-    : deps.prepared.rows<Record<string, unknown>>(statements.first, [workspaceId, take]));
+    ? deps.prepared.tuples(statements.after, [workspaceId, take, after.createdAt, after.id])
+    : deps.prepared.tuples(statements.first, [workspaceId, take]));
   return rows.map(row) as DeploymentWithLatestRead<R>[];
 }
 

@@ -32,6 +32,22 @@ export function statement(name: string, text: string): Statement {
 
 export interface Prepared {
   rows<T>(statement: Statement, values: readonly unknown[]): Promise<T[]>;
+  /** The rows as tuples, columns in the statement's order: for a tupleReader to shape. */
+  tuples(statement: Statement, values: readonly unknown[]): Promise<unknown[][]>;
+}
+
+/**
+ * A reader of tuple rows (Prepared.tuples): `fields[i]` from column `offset + i`, as one object
+ * literal compiled once per field list. The drivers build an object row key by key (a keyed store a
+ * column, some 1.8 µs a row of 30 columns, and as much again to copy it into another shape); an
+ * object literal of fixed shape is allocated whole (about 0.2 µs), with one hidden class for all.
+ */
+export function tupleReader<T>(fields: readonly string[], offset = 0): (tuple: readonly unknown[]) => T {
+  // In a literal, "__proto__": sets the prototype rather than a key.
+  if (fields.includes("__proto__")) throw new Error("tupleReader: __proto__ cannot be a field");
+  const body = fields.map((field, i) => `${JSON.stringify(field)}: t[${offset + i}]`).join(", ");
+  // Generated from field names (quoted as JSON strings), never from input.
+  return new Function("t", `return { ${body} };`) as (tuple: readonly unknown[]) => T;
 }
 
 const TIMESTAMPTZ = pg.types.builtins.TIMESTAMPTZ;
@@ -53,16 +69,26 @@ export function preparedPg(pool: pg.Pool): Prepared {
       const result = await pool.query({ name: s.name, text: s.text, values: values as unknown[], types: pgTypes });
       return result.rows as T[];
     },
+    async tuples(s: Statement, values: readonly unknown[]) {
+      recordStatement(s.text, values);
+      const result = await pool.query<unknown[]>({ name: s.name, text: s.text, values: values as unknown[], types: pgTypes, rowMode: "array" });
+      return result.rows;
+    },
   };
 }
 
 /** PGlite: one connection in this process; the same SQL with parameters. */
 export function preparedPglite(pglite: PGlite): Prepared {
   const options = { parsers: { [TIMESTAMPTZ]: timestamptz } };
+  const asTuples = { ...options, rowMode: "array" as const };
   return {
     async rows<T>(s: Statement, values: readonly unknown[]) {
       recordStatement(s.text, values);
       return (await pglite.query<T>(s.text, values as unknown[], options)).rows;
+    },
+    async tuples(s: Statement, values: readonly unknown[]) {
+      recordStatement(s.text, values);
+      return (await pglite.query<unknown[]>(s.text, values as unknown[], asTuples)).rows;
     },
   };
 }

@@ -110,7 +110,8 @@ describe("DataLoaders", () => {
   it("reads only the latest revisions' config when the page shows no more of them, answering as a summary read would", async () => {
     const page = (latest: string, fragments = "") =>
       `query { deployments(first: 100) { edges { node { id sourceRevisionConfig { imageUri repoRef } latestRevision { ${latest} } } } } } ${fragments}`;
-    const spy = vi.spyOn(t.app.deps.prepared, "rows");
+    // Deployment pages are read as tuples (deployment-reads.ts).
+    const spy = vi.spyOn(t.app.deps.prepared, "tuples");
     const pageStatements = () => spy.mock.calls.map(([statement]) => statement.name).filter((name) => name.startsWith("deployments_"));
     try {
       const configOnly = await gqlOk(t, ws.apiKey, page("__typename id uuid sourceRevisionConfig { imageUri repoCommitSha }"));
