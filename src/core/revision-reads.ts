@@ -1,14 +1,14 @@
 import { Prisma, type Revision } from "../generated/prisma/client.js";
-import { statement } from "../db/prepared.js";
+import { statement, tupleReader } from "../db/prepared.js";
 import type { CoreDeps } from "./context.js";
 
 /** Every column is the snake_case of its field (schema.prisma's @map convention). */
 const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+const REVISION_FIELDS = Object.values(Prisma.RevisionScalarFieldEnum);
 /** The revision's columns under their field names: rows shaped as Prisma's Revision. */
-const columns = (alias: string) =>
-  Object.values(Prisma.RevisionScalarFieldEnum)
-    .map((f) => `${alias}.${column(f)} AS "${f}"`)
-    .join(", ");
+const columns = (alias: string) => REVISION_FIELDS.map((f) => `${alias}.${column(f)} AS "${f}"`).join(", ");
+/** A revision read as a tuple of columns() (tupleReader says why). */
+const revisionOf = tupleReader<Revision>(REVISION_FIELDS);
 
 /**
  * What most reads of a revision show (its status, source revision config and times), without the
@@ -30,6 +30,8 @@ export const SUMMARY_FIELDS = [
 ] as const satisfies readonly (keyof Revision)[];
 export type RevisionSummary = Pick<Revision, (typeof SUMMARY_FIELDS)[number]>;
 const summaryColumns = (alias: string) => SUMMARY_FIELDS.map((f) => `${alias}.${column(f)} AS "${f}"`).join(", ");
+/** A summary read as a tuple of summaryColumns(). */
+const summaryOf = tupleReader<RevisionSummary>(SUMMARY_FIELDS);
 
 const SUMMARIES_BY_IDS = statement(
   "revision_summaries_by_ids",
@@ -37,15 +39,15 @@ const SUMMARIES_BY_IDS = statement(
 );
 
 /** The summaries of the workspace's revisions among `ids` (valid, lower-case uuids): one prepared statement. */
-export function revisionSummariesByIds(deps: Pick<CoreDeps, "prepared">, workspaceId: string, ids: string[]): Promise<RevisionSummary[]> {
-  return deps.prepared.rows<RevisionSummary>(SUMMARIES_BY_IDS, [workspaceId, ids]);
+export async function revisionSummariesByIds(deps: Pick<CoreDeps, "prepared">, workspaceId: string, ids: string[]): Promise<RevisionSummary[]> {
+  return (await deps.prepared.tuples(SUMMARIES_BY_IDS, [workspaceId, ids])).map(summaryOf);
 }
 
 const BY_IDS = statement("revisions_by_ids", `SELECT ${columns("r")} FROM revisions r WHERE r.workspace_id = $1::uuid AND r.id = ANY($2::uuid[])`);
 
 /** The workspace's revisions among `ids` (valid, lower-case uuids), in no particular order: one prepared statement. */
-export function revisionRowsByIds(deps: Pick<CoreDeps, "prepared">, workspaceId: string, ids: string[]): Promise<Revision[]> {
-  return deps.prepared.rows<Revision>(BY_IDS, [workspaceId, ids]);
+export async function revisionRowsByIds(deps: Pick<CoreDeps, "prepared">, workspaceId: string, ids: string[]): Promise<Revision[]> {
+  return (await deps.prepared.tuples(BY_IDS, [workspaceId, ids])).map(revisionOf);
 }
 
 /**
@@ -89,8 +91,8 @@ export interface RevisionPageQuery {
 }
 
 /** The summaries of each deployment's page of revisions. */
-export function revisionPageRows(deps: Pick<CoreDeps, "prepared">, workspaceId: string, q: RevisionPageQuery): Promise<RevisionSummary[]> {
-  return deps.prepared.rows<RevisionSummary>(PAGES[q.backward ? "ASC" : "DESC"], [
+export async function revisionPageRows(deps: Pick<CoreDeps, "prepared">, workspaceId: string, q: RevisionPageQuery): Promise<RevisionSummary[]> {
+  const tuples = await deps.prepared.tuples(PAGES[q.backward ? "ASC" : "DESC"], [
     workspaceId,
     q.ids,
     q.statuses ? [...q.statuses] : null,
@@ -100,6 +102,7 @@ export function revisionPageRows(deps: Pick<CoreDeps, "prepared">, workspaceId: 
     q.before?.id ?? null,
     q.take,
   ]);
+  return tuples.map(summaryOf);
 }
 
 /**

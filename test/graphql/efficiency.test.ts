@@ -93,7 +93,7 @@ describe("DataLoaders", () => {
   it("reads no revision past a page's end when the selection has no pageInfo, and answers the same edges", async () => {
     const query = (pageInfo: string) =>
       `query { deployments(first: 100) { edges { node { id revisions(first: 5) { edges { node { id status } } ${pageInfo} } } } } }`;
-    const spy = vi.spyOn(t.app.deps.prepared, "rows");
+    const spy = vi.spyOn(t.app.deps.prepared, "tuples");
     try {
       const edges = (data: any) => data.deployments.edges.map((e: any) => e.node.revisions.edges.map((r: any) => r.node.id));
       const withInfo = await gqlOk(t, ws.apiKey, query("pageInfo { hasNextPage }"));
@@ -148,7 +148,7 @@ describe("DataLoaders", () => {
       await t.app.db.prisma.deployment.update({ where: { id: d.uuid }, data: { activeRevisionId: d.latestRevision.uuid } });
     }
     const query = (active: string, fragments = "") => `query { deployments(first: 100) { edges { node { uuid activeRevision { ${active} } } } } } ${fragments}`;
-    const spy = vi.spyOn(t.app.deps.prepared, "rows");
+    const spy = vi.spyOn(t.app.deps.prepared, "tuples");
     const revisionReads = () => spy.mock.calls.map(([statement]) => statement.name).filter((name) => name.startsWith("revision"));
     try {
       const idsOnly = await gqlOk(t, ws.apiKey, query("__typename id uuid ...I", "fragment I on Revision { uuid }"));
