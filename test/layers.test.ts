@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
 /**
- * DESIGN.md's layers: data flows face → core → db; only core touches Prisma, and the pipeline
+ * The service's layers: data flows face → core → db; only core touches Prisma, and the pipeline
  * changes revisions through core. Read from the sources: an import is where a layer reaches below
  * itself. (Types of the generated models may be named anywhere: they are the data's shape.)
  */

@@ -17,10 +17,10 @@ export interface RevisionWorkOptions {
 }
 
 /**
- * What a pipeline worker does to the database, all of it through core (DESIGN.md: only core touches
- * Prisma): it leases due steps, decides and commits them under the deployment's lock (every status
- * change a transition of core's), writes their log lines, and sweeps old lines and deleted
- * deployments. The worker owns the order of things and the runtime the work.
+ * What a pipeline worker does to the database, all of it through core (only core touches Prisma:
+ * test/layers.test.ts): it leases due steps, decides and commits them under the deployment's lock
+ * (every status change a transition of core's), writes their log lines, and sweeps old lines and
+ * deleted deployments. The worker owns the order of things and the runtime the work.
  */
 export class RevisionWork {
   readonly leases: Leases;
