@@ -16,7 +16,8 @@ export const objs = (o: Obj, k: string) => (Array.isArray(o[k]) ? (o[k] as unkno
 export const strs = (o: Obj, k: string) =>
   Array.isArray(o[k]) ? (o[k] as unknown[]).filter((v): v is string => typeof v === "string") : null;
 
-// The same rules for a value rather than a key, where a missing object reads as an empty one.
+// For a value rather than a key, and stricter than the key readers above: an empty string is no
+// text, a number must be finite, and what is not an object reads as an empty one.
 
 /** The value if it is an object, else an empty one: its keys then read as absent. */
 export const objectOf = (v: unknown): Obj => (isObj(v) ? v : {});

@@ -48,6 +48,16 @@ const QUERIES: [string, string, Record<string, unknown>, "answers data" | "answe
     {},
     "answers data",
   ],
+  [
+    "enum literals and variables, on the compiled path (no introspection)",
+    `query E($type: DeploymentType, $status: DeploymentStatus, $statuses: [RevisionStatus!]) {
+      dev: deployments(first: 3, filter: { deploymentType: DEV }) { totalCount edges { node { uuid status source sourceConfig { deploymentType } } } }
+      typed: deployments(first: 3, filter: { deploymentType: $type }) { edges { node { uuid revisions(first: 2, status: $statuses) { edges { node { uuid status source } } } } } }
+      none: deployments(first: 3, filter: { status: $status }) { totalCount }
+    }`,
+    { type: "DEV", status: "AWAITING_DATABASE", statuses: ["CREATING", "QUEUED"] },
+    "answers data",
+  ],
   ["a variable of the wrong type", `query($n: Int!) { deployments(first: $n) { totalCount } }`, { n: "many" }, "answers an error"],
   ["an argument out of range", `{ deployments(first: 500) { totalCount } }`, {}, "answers an error"],
   ["a malformed cursor", `{ deployments(first: 1, after: "nope") { totalCount } }`, {}, "answers an error"],
@@ -78,6 +88,17 @@ describe("compiled queries answer as graphql-js does", () => {
     for (let i = 0; i < 3; i++) answers.push(await gql(t, ws.apiKey, query, { ids }));
     expect(answers[0]!.errors).toBeUndefined();
     expect((answers[0]!.data as { nodes: unknown[] }).nodes).toHaveLength(4);
+    for (const a of answers.slice(1)) expect({ data: a.data, errors: a.errors }).toEqual({ data: answers[0]!.data, errors: answers[0]!.errors });
+  });
+
+  it("a stored value of the wrong type in a String list (a row older than its validation)", async () => {
+    const listener = await t.app.db.prisma.listener.findFirstOrThrow({ where: { workspaceId: ws.workspaceId } });
+    await t.app.db.prisma.listener.update({ where: { id: listener.id }, data: { computeConfig: { k8s_namespaces: [1, "ns"] } } });
+    const query = `query L { listeners { edges { node { uuid computeConfig { k8sNamespaces } } } } }`;
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await gql(t, ws.apiKey, query));
+    expect(answers[0]!.errors).toBeUndefined();
+    expect((answers[0]!.data as any).listeners.edges[0].node.computeConfig).toEqual({ k8sNamespaces: ["ns"] });
     for (const a of answers.slice(1)) expect({ data: a.data, errors: a.errors }).toEqual({ data: answers[0]!.data, errors: answers[0]!.errors });
   });
 

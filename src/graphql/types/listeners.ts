@@ -6,16 +6,17 @@ import { registerNode, requireId } from "../nodes.js";
 import { connection, PAGE_ARGS_DESCRIPTION, pageComplexity } from "../paging.js";
 import { ComputeTypeEnum } from "./enums.js";
 import { ListenerRef } from "./refs.js";
+import { type Obj, objectOf, strs } from "../../core/stored-json.js";
 
 
-const ComputeConfig = builder.objectRef<{ k8s_namespaces?: string[] | null }>("ListenerComputeConfig").implement({
+const ComputeConfig = builder.objectRef<Obj>("ListenerComputeConfig").implement({
   description: "Where in the cluster the listener may place deployments.",
   fields: (t) => ({
-    // As stored and as REST answers it: null and [] are different settings.
+    // As stored and as REST answers it: null and [] are different settings. Read by type, as stored JSON is.
     k8sNamespaces: t.stringList({
       nullable: true,
       description: "The namespaces the listener may place deployments in; null: the listener's own namespace.",
-      resolve: (c) => c.k8s_namespaces ?? null,
+      resolve: (c) => strs(c, "k8s_namespaces"),
     }),
   }),
 });
@@ -27,7 +28,7 @@ builder.node(ListenerRef, {
     uuid: t.exposeID("id", { description: "The REST id (listener_id)." }),
     computeType: t.field({ type: ComputeTypeEnum, resolve: (l) => l.computeType as "k8s" }),
     computeId: t.exposeString("computeId", { description: "The cluster's id; unique in the workspace." }),
-    computeConfig: t.field({ type: ComputeConfig, resolve: (l) => l.computeConfig as { k8s_namespaces?: string[] | null } }),
+    computeConfig: t.field({ type: ComputeConfig, resolve: (l) => objectOf(l.computeConfig) }),
     version: t.exposeString("version", { nullable: true }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
