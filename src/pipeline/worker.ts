@@ -237,15 +237,18 @@ export class PipelineWorker {
     const signal = abort.signal;
     /** A renewal of this step met a lost database: a takeover of its lease was an outage's, not a death. */
     let outage = false;
+    /** Set as the step ends: a renewal answered later is not this step's to act on (the revision's next one may be in flight). */
+    let ended = false;
+    /** The lease given back by a renewal that found it lost: the step ends only once that is done. */
+    let givingBack: Promise<boolean> | null = null;
     const renew = setInterval(() => {
       this.work.leases.renew(revision.id).then(
         (held) => {
-          // An answer for a step that has ended (the revision's next one may be in flight): not ours to act on.
-          if (held || signal.aborted || this.silenced || this.inFlight.get(revision.id)?.abort !== abort) return;
+          if (held || ended || signal.aborted || this.silenced) return;
           abort.abort(new Error("lease lost"));
           // Taken over while we could not reach the database: we were alive, and say so (Leases.absolve).
           // A step that stalled the process as long keeps the crash counted: to the pipeline it was dead.
-          void this.giveBack({ revisionId: revision.id, status: revision.status, delayMs: 0, absolve: outage });
+          givingBack = this.giveBack({ revisionId: revision.id, status: revision.status, delayMs: 0, absolve: outage });
         },
         (err) => {
           if (isDatabaseUnavailable(err)) outage = true;
@@ -301,11 +304,15 @@ export class PipelineWorker {
       const delay = this.options.retryMs * 2 ** Math.min(Math.max(inARow - 1, 0), 6);
       await this.giveBack({ revisionId: revision.id, status: revision.status, delayMs: delay, absolve: outage || isDatabaseUnavailable(err) });
     } finally {
+      ended = true;
       clearInterval(renew);
       // A step that ended (or was dropped) starts the count again; an aborted one says nothing.
       if (!failed && !signal.aborted) this.failures.clear(revision.id);
       // Only the steps that ran (not those gated, parked or abandoned): outcome ok, failed or error.
       if (stepLog && !signal.aborted) this.options.onStep?.(revision.status, outcomeLabel, (performance.now() - started) / 1000);
+      // Until its lease is given back the step is still in flight: a claim of the revision meanwhile
+      // hands it back at once (launch), so the release cannot land on the lease of its next step.
+      await givingBack;
     }
   }
 

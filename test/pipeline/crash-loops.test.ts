@@ -219,6 +219,35 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
     await applyTransition(t.app.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
   });
 
+  it("gives a lost lease back before the revision's next step is claimed, however late the release lands", async () => {
+    const runtime = new CrashingRuntime();
+    const { revision } = await deploy();
+    runtime.fatal.add(revision.id);
+    const w = worker(runtime);
+    await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
+    // The give-back of a lease a renewal found lost (the call that names the step's status) lands late:
+    // were the step over before it, the revision's next step, claimed meanwhile, would lose its lease to it.
+    const leases = leasesOf(w);
+    const release = leases.release.bind(leases);
+    let landed = 0;
+    const late = vi.spyOn(leases, "release").mockImplementation(async (id, delayMs, status) => {
+      if (status === undefined) return release(id, delayMs, status);
+      await sleep(300);
+      const released = await release(id, delayMs, status);
+      landed++;
+      return released;
+    });
+    try {
+      await prisma().revision.update({ where: { id: revision.id }, data: { leaseUntil: new Date(Date.now() - 60_000) } });
+      await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "the build to start again" });
+      await waitFor(() => landed, (n) => n > 0, { what: "the lost lease's release to land" });
+      expect(await revisionRow(revision.id)).toMatchObject({ status: "BUILDING", leaseOwner: w.options.owner });
+    } finally {
+      late.mockRestore();
+    }
+    await applyTransition(t.app.deps, { revisionId: revision.id, event: "interrupt", workspaceId: ws.workspaceId });
+  });
+
   it("counts no death when a live worker lost the database for longer than its lease, and another took the step over", async () => {
     const { runtime, revision, a } = await fatalBuild();
     // A's statements fail (a database restarting, a failover) past its lease: to the others it looks dead.
