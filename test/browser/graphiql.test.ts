@@ -61,9 +61,25 @@ async function waitForText(page: Page, selector: string, text: string, timeout =
 }
 
 /**
- * Runs the editor's operation until the response shows `text`. GraphiQL takes an edit into its
- * state a moment after the keystrokes (debounced), so on a loaded machine a click can still run
- * the previous text: then the response never shows `text`, and the click is made again.
+ * Replaces the query editor's text and waits until GraphiQL has taken it into its state: it does so
+ * a moment after the keystrokes (debounced), and a click before that runs the previous text. The
+ * active tab's state, which GraphiQL keeps in localStorage, shows when it has.
+ */
+async function setQuery(page: Page, query: string) {
+  await setEditor(page, ".graphiql-query-editor", query);
+  await page.waitForFunction(
+    (wanted: string) => {
+      const state = JSON.parse(localStorage.getItem("graphiql:tabState") ?? "null") as { tabs: { query: string }[]; activeTabIndex: number } | null;
+      return state?.tabs[state.activeTabIndex]?.query === wanted;
+    },
+    { timeout: 60_000, polling: 100 },
+    query,
+  );
+}
+
+/**
+ * Runs the editor's operation until the response shows `text`. After setQuery the first click runs
+ * the new text; a click the page misses (busy on a loaded machine) is made again.
  */
 async function runUntil(page: Page, text: string, attempts = 4) {
   for (let attempt = 1; ; attempt++) {
@@ -103,14 +119,14 @@ describe.skipIf(!run)("GraphiQL in a real browser", { timeout: 180_000 }, () => 
 
     // A query.
     const d = await createDeployment(t, ws.apiKey);
-    await setEditor(page, ".graphiql-query-editor", "query Mine { deployments(first: 5) { edges { node { id name } } } }");
+    await setQuery(page, "query Mine { deployments(first: 5) { edges { node { id name } } } }");
     await runUntil(page, d.name);
     expect(await editorText(page, ".graphiql-response")).toContain(`"name": "${d.name}"`);
 
     // A subscription, from the current status to DEPLOYED, over SSE with the same headers.
     await t.app.worker!.stop();
     const next = await createDeployment(t, ws.apiKey);
-    await setEditor(page, ".graphiql-query-editor", `subscription Watch { revisionStatusChanged(revisionId: "${next.revisionId}") { status previousStatus } }`);
+    await setQuery(page, `subscription Watch { revisionStatusChanged(revisionId: "${next.revisionId}") { status previousStatus } }`);
     await runUntil(page, "CREATING");
     t.app.worker!.start();
     await waitForText(page, ".graphiql-response", "DEPLOYED");
