@@ -11,6 +11,7 @@ import { createLogger } from "../../src/logger.js";
 import { createTestDatabase, request, seededDataDir, TEST_SECRETS_KEY } from "../support/app.js";
 import { listenerBody } from "../support/fixtures.js";
 import { skipDatabaseIndependent } from "../support/database-independent.js";
+import { serverCommand } from "../support/server-process.js";
 
 /**
  * A database that outlives an app, so that a second build is a restart: a database of its own on
@@ -268,7 +269,7 @@ describe.skipIf(skipDatabaseIndependent)("loadConfig", () => {
 
   it("npm start refuses a bad setting with the message on stderr and exit code 2", async () => {
     const run = promisify(execFile);
-    const err = await run(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    const err = await run(...serverCommand(), {
       env: { ...process.env, PORT: "eighty", LOG_LEVEL: "loud", DATABASE_URL: "memory://" },
     }).catch((e: { code: number; stderr: string }) => e);
     expect(err).toMatchObject({ code: 2 });

@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { LOCK_FILE, lockDataDir, StartupError } from "../../src/db/data-dir-lock.js";
 import { reaped } from "../../scripts/lib/processes.js";
 import { TEST_SECRETS_KEY } from "../support/app.js";
-import { spawnServer } from "../support/server-process.js";
+import { serverCommand, spawnServer } from "../support/server-process.js";
 import { skipDatabaseIndependent } from "../support/database-independent.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -24,12 +24,12 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-/** The server's entry point from its sources, as a second process would start it; resolves when it exits. */
+/** The server's entry point (serverCommand), as a second process would start it; resolves when it exits. */
 async function startMain(env: Record<string, string>) {
   const base: NodeJS.ProcessEnv = { ...process.env };
   for (const name of ["DATABASE_URL", "TEST_DATABASE_URL", "DATA_DIR", "PORT"]) delete base[name];
   try {
-    const { stdout, stderr } = await run(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    const { stdout, stderr } = await run(...serverCommand(), {
       cwd: ROOT,
       env: { ...base, HOST: "127.0.0.1", PORT: "0", METRICS_PORT: "off", SECRETS_KEY: TEST_SECRETS_KEY, LOG_LEVEL: "info", ...env },
       timeout: 120_000,

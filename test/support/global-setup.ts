@@ -1,10 +1,12 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { openDatabase } from "../../src/db/client.js";
 import { migrate } from "../../src/db/migrate.js";
+import { buildServer } from "../../scripts/build.mjs";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -14,14 +16,39 @@ declare module "vitest" {
     pgliteDataDir: string | null;
     /** PostgreSQL runs: a migrated template database that each test file copies. */
     pgTemplate: { adminUrl: string; name: string } | null;
+    /** The server bundled from this run's sources, for server processes of their own (server-process.ts). */
+    serverBundle: string;
   }
+}
+
+/** Prepares, once per test run, what test files start from: the server bundle and the migrated database. */
+export default async function setup(project: TestProject) {
+  const removeBundle = await bundleServer(project);
+  const teardown = await prepareDatabase(project);
+  return async () => {
+    await teardown();
+    removeBundle();
+  };
+}
+
+/**
+ * Bundles src/ once for the whole run, as `npm start` runs it (scripts/build.mjs): a server process
+ * started from the bundle is ready about a second and a half of CPU sooner than one transforming the
+ * TypeScript sources through tsx, and the suite starts dozens. Two levels deep like build/server/main.mjs,
+ * so that the paths the code resolves from import.meta.url mean the same.
+ */
+async function bundleServer(project: TestProject) {
+  const outfile = fileURLToPath(new URL(`../../build/server/test-${process.pid}.mjs`, import.meta.url));
+  await buildServer({ outfile });
+  project.provide("serverBundle", outfile);
+  return () => rmSync(outfile, { force: true });
 }
 
 /**
  * Migrates once per test run: PGlite takes seconds to initialise, so every test file loads a snapshot;
  * on PostgreSQL (TEST_DATABASE_URL) every test file gets a fresh copy of a migrated template database.
  */
-export default async function setup(project: TestProject) {
+async function prepareDatabase(project: TestProject): Promise<() => unknown> {
   const adminUrl = process.env.TEST_DATABASE_URL;
   if (adminUrl) {
     const name = `dcp_tpl_${process.pid}_${Date.now()}`;

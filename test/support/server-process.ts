@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { inject } from "vitest";
 import { freePort, reaped } from "../../scripts/lib/processes.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -7,7 +8,14 @@ const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 /** Settings of the test run that must not leak into a server child's own. */
 const INHERITED_OUT = ["DATABASE_URL", "DATA_DIR", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER", "PIPELINE_LEASE_MS", "PIPELINE_CRASH_LIMIT", "LOG_LEVEL", "PORT", "HOST", "METRICS_PORT"];
 
-/** A server child process: `node --import tsx src/main.ts`, the service's entry point from its sources. */
+/**
+ * How a test starts the service's entry point (src/main.ts) as a process of its own: with node, from
+ * the bundle global-setup made of this run's sources, as `npm start` runs it (test/app/npm-start.test.ts
+ * tests that command itself).
+ */
+export const serverCommand = (): [string, string[]] => [process.execPath, [inject("serverBundle")]];
+
+/** A server child process (serverCommand). */
 export interface ServerProcess {
   readonly url: string;
   readonly pid: number;
@@ -25,7 +33,7 @@ export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 
   const base: NodeJS.ProcessEnv = { ...process.env };
   for (const name of INHERITED_OUT) delete base[name];
   const child = reaped(
-    spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    spawn(...serverCommand(), {
       cwd: ROOT,
       env: { ...base, HOST: "127.0.0.1", PORT: String(port), METRICS_PORT: "0", ...env },
       stdio: ["ignore", "pipe", "pipe"],
