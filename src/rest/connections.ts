@@ -10,7 +10,7 @@ const connectionParam = z.object({ agent_id: agentIdSchema, connection_id: z.str
 
 const BASE = "/v2/auth/agents/:agent_id/connections";
 
-export const presentConnection = (c: AgentConnection) => ({
+export const presentConnection = (c: AgentConnection): z.input<typeof connectionSchema> => ({
   id: c.id,
   agent_id: c.agentId,
   oauth_token_id: c.oauthTokenId,

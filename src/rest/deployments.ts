@@ -5,7 +5,7 @@ import { revisionSourceRevisionConfig } from "../core/revisions.js";
 import { deploymentBulkDeleteQuerySchema, deploymentDeleteQuerySchema, deploymentListQuerySchema } from "../core/schemas/deployment.js";
 import { maskedSecrets, readSecretReferences, secretReferenceSchema } from "../core/schemas/secrets.js";
 import { deploymentSourceConfig, emptySourceRevisionConfig } from "../core/schemas/source-config.js";
-import { deploymentStatusSchema, sourceConfigSchema, sourceRevisionConfigSchema } from "../core/schemas/source.js";
+import { type DeploymentStatus, deploymentStatusSchema, sourceConfigSchema, sourceRevisionConfigSchema } from "../core/schemas/source.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 import { deploymentCreateSchema, deploymentUpdateSchema } from "../core/schemas/deployment.js";
 import { describe, notFound, refused, timestamp } from "./docs.js";
@@ -13,7 +13,7 @@ import { describe, notFound, refused, timestamp } from "./docs.js";
 const idParam = z.object({ deployment_id: z.guid() });
 
 /** SPEC.md's Deployment (list item); source_revision_config is the latest revision's. */
-export const presentDeployment = (d: DeploymentWithLatestConfig) => ({
+export const presentDeployment = (d: DeploymentWithLatestConfig): z.input<typeof deploymentSchema> => ({
   id: d.id,
   tenant_id: d.workspaceId,
   created_at: iso(d.createdAt),
@@ -28,7 +28,8 @@ export const presentDeployment = (d: DeploymentWithLatestConfig) => ({
     : { ...emptySourceRevisionConfig(), repo_commit_sha: null, repo_commit_title: null },
   secrets: maskedSecrets(d.secrets),
   secret_references: readSecretReferences(d.secretReferences),
-  status: d.status,
+  // Stored as text; only core's transitions write it (as GraphQL's DeploymentStatus reads it).
+  status: d.status as DeploymentStatus,
   latest_revision_id: d.latestRevisionId,
   active_revision_id: d.activeRevisionId,
   agent: d.agentId && d.agentEnvironment ? { agent_id: d.agentId, environment: d.agentEnvironment } : null,

@@ -45,7 +45,12 @@ export function queryParams<S extends z.ZodType>(c: Context, schema: S): z.outpu
   return parseInput(schema, flat, "query");
 }
 
-export const iso = (d: Date | null) => (d ? isoString(d) : null);
+/** A timestamp as answers show it: ISO 8601, null kept. */
+export function iso(d: Date): string;
+export function iso(d: Date | null): string | null;
+export function iso(d: Date | null): string | null {
+  return d ? isoString(d) : null;
+}
 
 /**
  * The headers of an answer that carries a credential (a token, a signed URL, an OAuth flow's

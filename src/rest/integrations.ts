@@ -10,21 +10,21 @@ const integrationParam = z.object({ integration_id: z.guid() });
 const FORGE = "/v2/integrations/forge-codehost/installations";
 
 /** The basic (v1) integration record: id, installation_id and name only. */
-export const presentBasicInstallation = (i: CodehostInstallation) => ({
+export const presentBasicInstallation = (i: CodehostInstallation): z.input<typeof basicInstallationSchema> => ({
   id: i.id,
   installation_id: i.installationId,
   name: i.name,
 });
 
 /** The forge variant, kept apart from the basic shape as SPEC.md's Versioning asks. */
-export const presentInstallation = (i: CodehostInstallation) => ({
+export const presentInstallation = (i: CodehostInstallation): z.input<typeof installationSchema> => ({
   ...presentBasicInstallation(i),
   repository_selection: i.repositorySelection,
   settings_url: i.settingsUrl,
 });
 
 /** CodehostRepository. */
-export const presentRepository = (r: CodehostRepository) => ({
+export const presentRepository = (r: CodehostRepository): z.input<typeof repositorySchema> => ({
   host_integration_id: r.integrationId,
   id: r.repositoryId,
   name: r.name,

@@ -3,16 +3,18 @@ import { z } from "zod";
 import { computeConfigSchema, type Listener, type ListenerService, listenerCreateSchema, listenerUpdateSchema } from "../core/listeners.js";
 import { describe, notFound, refused, timestamp } from "./docs.js";
 import { offsetQuery } from "../core/pagination.js";
+import { objectOf, strs } from "../core/stored-json.js";
 import { type Env, iso, pathParams, queryParams, readJson } from "./http.js";
 
 const idParam = z.object({ listener_id: z.guid() });
 const listQuery = z.object(offsetQuery);
 
-export const presentListener = (l: Listener) => ({
+export const presentListener = (l: Listener): z.input<typeof listenerSchema> => ({
   id: l.id,
   compute_type: l.computeType,
   compute_id: l.computeId,
-  compute_config: l.computeConfig,
+  // Read by type, as stored JSON is (GraphQL's ListenerComputeConfig reads it alike).
+  compute_config: { k8s_namespaces: strs(objectOf(l.computeConfig), "k8s_namespaces") },
   created_at: iso(l.createdAt),
   updated_at: iso(l.updatedAt),
   version: l.version,

@@ -10,12 +10,13 @@ const deploymentParam = z.object({ deployment_id: z.guid() });
 const revisionParams = z.object({ deployment_id: z.guid(), revision_id: z.guid() });
 
 /** COMPAT.md's log entry: timestamps as ISO 8601 strings (the official tool reads them or epoch ms). */
-export const presentLogLine = (l: LogLine) => ({ id: l.id, timestamp: isoString(l.timestamp), level: l.level, message: l.message });
+export const presentLogLine = (l: LogLine): z.input<typeof logLineSchema> => ({ id: l.id, timestamp: isoString(l.timestamp), level: l.level, message: l.message });
 
-const presentPage = (page: LogPage) => ({ logs: page.logs.map(presentLogLine), next_offset: page.nextOffset });
+const presentPage = (page: LogPage): z.input<typeof logPage> => ({ logs: page.logs.map(presentLogLine), next_offset: page.nextOffset });
 
+const logLineSchema = z.object({ id: z.string(), timestamp, level: z.string(), message: z.string() });
 const logPage = z.object({
-  logs: z.array(z.object({ id: z.string(), timestamp, level: z.string(), message: z.string() })),
+  logs: z.array(logLineSchema),
   next_offset: z.string().nullable().describe("Pass it back as `offset` for the next page; null at the end"),
 });
 const tag = "Logs";

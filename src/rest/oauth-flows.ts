@@ -14,7 +14,7 @@ const authParam = z.object({ auth_id: z.string().max(100) });
 const queryOf = (c: Context) => Object.fromEntries(new URL(c.req.url).searchParams);
 
 /** What a callback answers the browser (or the finalizing client): never the token itself. */
-const presentCallback = ({ flow, token }: CallbackResult) => ({
+const presentCallback = ({ flow, token }: CallbackResult): z.input<typeof callbackSchema> => ({
   status: "completed",
   auth_id: flow.id,
   provider_id: token.providerId,

@@ -12,7 +12,7 @@ const providerParam = z.object({ provider_id: providerSlugSchema });
 const tokenParam = z.object({ token_id: z.string().max(100) });
 
 /** OAuthProviderResponse: never the client secret. */
-export const presentProvider = (p: OAuthProvider) => ({
+export const presentProvider = (p: OAuthProvider): z.input<typeof providerSchema> => ({
   id: p.id,
   organization_id: p.organizationId,
   provider_id: p.providerId,
@@ -31,7 +31,7 @@ export const presentProvider = (p: OAuthProvider) => ({
 });
 
 /** OAuthTokenSummary: what a token is, never its value. */
-export const presentToken = (t: OAuthToken) => ({
+export const presentToken = (t: OAuthToken): z.input<typeof tokenSchema> => ({
   id: t.id,
   provider_id: t.providerId,
   provider_account_label: t.providerAccountLabel,

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { DeploymentService } from "../core/deployments.js";
+import type { RevisionStatus } from "../core/revision-machine.js";
 import { type Revision, type RevisionService, revisionSourceRevisionConfig } from "../core/revisions.js";
 import { revisionListQuerySchema, revisionStatusSchema } from "../core/schemas/deployment.js";
 import { presentDeployment } from "./deployments.js";
@@ -13,11 +14,12 @@ const deploymentParam = z.object({ deployment_id: z.guid() });
 const revisionParams = z.object({ deployment_id: z.guid(), revision_id: z.guid() });
 
 /** SPEC.md's Revision. */
-export const presentRevision = (r: Revision) => ({
+export const presentRevision = (r: Revision): z.input<typeof revisionSchema> => ({
   id: r.id,
   created_at: iso(r.createdAt),
   updated_at: iso(r.updatedAt),
-  status: r.status,
+  // Stored as text; only the state machine (core/revision-machine.ts) writes it.
+  status: r.status as RevisionStatus,
   source: r.source,
   source_revision_config: revisionSourceRevisionConfig(r),
   status_message: r.statusMessage,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
+import { Prisma } from "../../src/generated/prisma/client.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { ANY_UUID } from "../support/fixtures.js";
 
@@ -125,5 +126,19 @@ describe("listeners", () => {
     expect(list.body.resources).toEqual([]);
     const still = await t.request("GET", `/v2/listeners/${id}`, { key: ws.apiKey });
     expect(still.body.version).toBe("1.2.0");
+  });
+
+  it("answers stored compute_config by its documented type (a row older than its validation)", async () => {
+    const created = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body: body("old-row") });
+    for (const [stored, shown] of [
+      [{ k8s_namespaces: [1, "ns"], extra: true }, { k8s_namespaces: ["ns"] }],
+      [{ k8s_namespaces: "ns" }, { k8s_namespaces: null }],
+      [null, { k8s_namespaces: null }],
+    ] as const) {
+      await t.app.db.prisma.listener.update({ where: { id: created.body.id }, data: { computeConfig: stored ?? Prisma.JsonNull } });
+      const res = await t.request("GET", `/v2/listeners/${created.body.id}`, { key: ws.apiKey });
+      expect(res.status, JSON.stringify(stored)).toBe(200);
+      expect(res.body.compute_config, JSON.stringify(stored)).toEqual(shown);
+    }
   });
 });
