@@ -13,14 +13,16 @@ const column = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCa
 export type DeploymentWithLatest = Deployment & { latestRevision: RevisionConfig | null };
 
 const DEPLOYMENT_FIELDS = Object.values(Prisma.DeploymentScalarFieldEnum);
-const LATEST = "latest.";
 /** What REST shows of a latest revision: its config. */
 const CONFIG_FIELDS = Object.keys(REVISION_CONFIG_COLUMNS);
-/** The deployment's columns under their field names, then its latest revision's config under "latest.<field>". */
-const SELECTED = [
-  ...DEPLOYMENT_FIELDS.map((f) => `d.${column(f)} AS "${f}"`),
-  ...CONFIG_FIELDS.map((f) => `r.${column(f)} AS "${LATEST}${f}"`),
-].join(", ");
+/**
+ * The columns the reads below select, by position: rows come back as tuples (tupleReader) read in
+ * the order of their field lists, so no column needs a name of its own.
+ */
+const DEPLOYMENT = DEPLOYMENT_FIELDS.map((f) => `d.${column(f)}`).join(", ");
+/** The deployment's columns, then its latest revision's `fields`. */
+const deploymentAndLatest = (fields: readonly string[]) => `${DEPLOYMENT}, ${fields.map((f) => `r.${column(f)}`).join(", ")}`;
+const SELECTED = deploymentAndLatest(CONFIG_FIELDS);
 const FROM = "FROM deployments d LEFT JOIN revisions r ON r.id = d.latest_revision_id";
 
 const BY_ID = statement("deployment_with_latest_by_id", `SELECT ${SELECTED} ${FROM} WHERE d.id = $1::uuid AND d.workspace_id = $2::uuid`);
@@ -72,11 +74,6 @@ export async function deploymentPageWithLatestConfig(
   const rows = await deps.prepared.tuples(PAGE, [workspaceId, limit, offset]);
   return rows.map(withLatestConfig);
 }
-
-/** The deployment's columns under their field names: rows shaped as Prisma's Deployment. */
-const DEPLOYMENT = DEPLOYMENT_FIELDS.map((f) => `d.${column(f)} AS "${f}"`).join(", ");
-/** The same, then the latest revision's `fields` under "latest.<field>". */
-const deploymentAndLatest = (fields: readonly string[]) => `${DEPLOYMENT}, ${fields.map((f) => `r.${column(f)} AS "${LATEST}${f}"`).join(", ")}`;
 
 /** The unfiltered forward keyset page, newest first, optionally after a position: the (workspace_id, created_at DESC, id DESC) index. */
 function forward(name: string, select: string, from: string) {

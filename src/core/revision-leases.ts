@@ -30,21 +30,23 @@ export class Leases {
    */
   async claim(limit: number, { countCrashes = true }: { countCrashes?: boolean } = {}): Promise<string[]> {
     const rows = await this.prisma.$queryRaw<{ id: string }[]>`
-      UPDATE revisions SET lease_owner = ${this.owner}, lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond',
-        step_crashes = step_crashes + (${countCrashes} AND lease_owner IS NOT NULL AND lease_owner <> ${this.owner})::int,
-        step_crashes_alone = step_crashes_alone + (${countCrashes} AND lease_owner IS NOT NULL AND lease_owner <> ${this.owner} AND lease_alone)::int,
-        lease_taken_from = CASE WHEN ${countCrashes} AND lease_owner IS NOT NULL AND lease_owner <> ${this.owner} THEN lease_owner ELSE lease_taken_from END,
-        lease_taken_alone = CASE WHEN ${countCrashes} AND lease_owner IS NOT NULL AND lease_owner <> ${this.owner} THEN lease_alone ELSE lease_taken_alone END,
-        lease_alone = false
-      WHERE id IN (
-        SELECT id FROM revisions
+      WITH due AS (
+        SELECT id, (${countCrashes} AND lease_owner IS NOT NULL AND lease_owner <> ${this.owner}) AS taken_over
+        FROM revisions
         WHERE next_step_at <= now() AND (lease_until IS NULL OR lease_until < now())
           -- Nothing of a deployment being deleted moves again (its rows go soon).
           AND NOT EXISTS (SELECT 1 FROM deployments d WHERE d.id = revisions.deployment_id AND d.status = 'AWAITING_DELETE')
         ORDER BY next_step_at
         LIMIT ${limit}::int
         FOR UPDATE SKIP LOCKED)
-      RETURNING id`;
+      UPDATE revisions r SET lease_owner = ${this.owner}, lease_until = now() + ${this.leaseMs}::double precision * interval '1 millisecond',
+        step_crashes = r.step_crashes + due.taken_over::int,
+        step_crashes_alone = r.step_crashes_alone + (due.taken_over AND r.lease_alone)::int,
+        lease_taken_from = CASE WHEN due.taken_over THEN r.lease_owner ELSE r.lease_taken_from END,
+        lease_taken_alone = CASE WHEN due.taken_over THEN r.lease_alone ELSE r.lease_taken_alone END,
+        lease_alone = false
+      FROM due WHERE r.id = due.id
+      RETURNING r.id`;
     return rows.map((r) => r.id);
   }
 

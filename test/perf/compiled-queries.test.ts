@@ -38,7 +38,7 @@ const QUERIES: [string, string, Record<string, unknown>, "answers data" | "answe
     "answers data",
   ],
   [
-    "introspection of enums and scalars, and the same types' values (compiled queries answer leaves unserialised where that changes nothing: jit.ts)",
+    "introspection of enums and scalars beside the same types' values (a query that introspects compiles against the real schema, leaves serialised: jit.ts)",
     `query T {
       __type(name: "RevisionStatus") { kind name enumValues { name } }
       __schema { types { kind name } }

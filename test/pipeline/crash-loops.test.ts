@@ -207,11 +207,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
   });
 
   it("counts no death when a live worker takes back its own lease that ran out (a renewal too late on a busy machine)", async () => {
-    const runtime = new CrashingRuntime();
-    const { revision } = await deploy();
-    runtime.fatal.add(revision.id);
-    const w = worker(runtime);
-    await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
+    const { runtime, revision, a: w } = await fatalBuild();
     // As if the renewals had come late: the lease has run out under the live worker, which claims it again.
     await prisma().revision.update({ where: { id: revision.id }, data: { leaseUntil: new Date(Date.now() - 60_000) } });
     await waitFor(() => runtime.starts(revision.id) === 2 && runtime.building(revision.id), Boolean, { what: "the build to start again" });
@@ -220,11 +216,7 @@ describe("pipeline worker, when the service keeps dying in a step", () => {
   });
 
   it("gives a lost lease back before the revision's next step is claimed, however late the release lands", async () => {
-    const runtime = new CrashingRuntime();
-    const { revision } = await deploy();
-    runtime.fatal.add(revision.id);
-    const w = worker(runtime);
-    await waitFor(() => runtime.starts(revision.id) === 1 && runtime.building(revision.id));
+    const { runtime, revision, a: w } = await fatalBuild();
     // The give-back of a lease a renewal found lost (the call that names the step's status) lands late:
     // were the step over before it, the revision's next step, claimed meanwhile, would lose its lease to it.
     const leases = leasesOf(w);
