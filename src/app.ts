@@ -16,7 +16,7 @@ import { FolderBlobStore } from "./core/blobs/folder.js";
 import { Registry } from "./core/registry/index.js";
 import { TokenSigner } from "./core/registry/signer.js";
 import { BuildInputs } from "./pipeline/build-inputs.js";
-import { type Database, openDatabase } from "./db/client.js";
+import { type Database, openDatabase, type PGliteLease } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
 import { startRetry } from "./db/start-retry.js";
 import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.js";
@@ -48,6 +48,8 @@ export interface BuildOptions {
   logger?: Logger;
   /** PGlite only: start from this migrated snapshot instead of an empty database (tests). */
   pgliteSnapshot?: Blob;
+  /** PGlite only: run on this lent database, handed back when the app stops (tests). */
+  pgliteLease?: PGliteLease;
   /** Pipeline worker tuning (tests: short leases and polls). */
   pipeline?: Partial<WorkerOptions>;
   /** How often embedded PGlite is vacuumed (it has no autovacuum); default PGLITE_VACUUM_EVERY_MS. */
@@ -104,7 +106,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
       : { database: "pglite", data_dir: config.database.dataDir ?? "memory" },
     config.database.kind === "postgres" ? "opening the database (DATABASE_URL)…" : "opening the embedded database (its first start initialises it, which takes a while)…",
   );
-  const db = await openDatabase(config.database, { pgliteSnapshot: options.pgliteSnapshot, logger });
+  const db = await openDatabase(config.database, { pgliteSnapshot: options.pgliteSnapshot, pgliteLease: options.pgliteLease, logger });
   const migrations = await readMigrations();
   // PostgreSQL may not answer yet (starting, failing over): the steps that need it wait for it.
   const step = startRetry({ transient: isDatabaseUnavailable, logger, waitMs: config.databaseStartWaitMs });

@@ -36,9 +36,21 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/**
+ * An embedded database lent for the life of one Database, which hands it back on close instead of
+ * closing it: tests reuse them across test files (test/support/pglite-pool.ts), as opening one
+ * costs about a second of CPU.
+ */
+export interface PGliteLease {
+  readonly pglite: PGlite;
+  giveBack(): Promise<void>;
+}
+
 export interface OpenOptions {
   /** PGlite only: start from this data directory dump instead of an empty database (tests). */
   pgliteSnapshot?: Blob;
+  /** PGlite only: run on this database, lent, instead of opening one (tests). */
+  pgliteLease?: PGliteLease;
   /** PostgreSQL only: connections in the pool. */
   poolSize?: number;
   /** PostgreSQL only: where lost connections are told. */
@@ -95,14 +107,14 @@ const clientOptions = { transactionOptions: { maxWait: 10_000, timeout: 10_000 }
 
 export async function openDatabase(config: Config["database"], options: OpenOptions = {}): Promise<Database> {
   return config.kind === "pglite"
-    ? openPglite(config.dataDir, options.pgliteSnapshot)
+    ? openPglite(config.dataDir, options)
     : openPostgres(config.url, options.poolSize ?? 10, options.queryTimeoutMs ?? QUERY_TIMEOUT_MS, options.logger);
 }
 
-async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Database> {
+async function openPglite(dataDir: string | null, { pgliteSnapshot: snapshot, pgliteLease: lease }: OpenOptions): Promise<Database> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   // One options object: PGlite ignores options that follow an undefined data directory argument.
-  const pglite = await PGlite.create({ dataDir: dataDir ?? undefined, ...(snapshot && { loadDataDir: snapshot }) });
+  const pglite = lease?.pglite ?? (await PGlite.create({ dataDir: dataDir ?? undefined, ...(snapshot && { loadDataDir: snapshot }) }));
   const prisma = countStatements(new PrismaClient({ adapter: new PrismaPGlite(pglite), ...clientOptions }));
   return {
     kind: "pglite",
@@ -124,7 +136,7 @@ async function openPglite(dataDir: string | null, snapshot?: Blob): Promise<Data
     },
     async close() {
       await prisma.$disconnect();
-      await pglite.close();
+      await (lease ? lease.giveBack() : pglite.close());
     },
   };
 }

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.js";
+import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
 
 let t: TestApp;
 
 beforeAll(async () => {
-  t = await startTestApp();
+  // A database of its own, which the last test closes (a lent one would be handed back instead: support/pglite-pool.ts).
+  t = await startTestApp({}, await createTestDatabase());
 });
 afterAll(async () => {
   // The last test closes the database itself; stopping twice must not fail the suite.

@@ -10,6 +10,7 @@ import { createWorkspace, type NewWorkspace } from "../../src/core/workspaces.js
 import { createLogger } from "../../src/logger.js";
 import { adminQuery, withDatabase } from "./global-setup.js";
 import { LeakGuard } from "./leak-guard.js";
+import { lendPglite } from "./pglite-pool.js";
 import { contractViolation } from "./openapi-contract.js";
 
 export const TEST_SECRETS_KEY = Buffer.alloc(32, 7).toString("base64");
@@ -99,7 +100,7 @@ export interface TestResponse {
   text: string;
 }
 
-export interface TestAppOptions extends Omit<BuildOptions, "pgliteSnapshot"> {
+export interface TestAppOptions extends Omit<BuildOptions, "pgliteSnapshot" | "pgliteLease"> {
   /**
    * Register the secrets of the bodies the app accepts (default). The fuzzers turn it off: their
    * values come from a small dictionary shared by every field ("internal_container"), so a value
@@ -132,10 +133,15 @@ export async function startTestApp(
     ...env,
   });
   const guard = new LeakGuard();
+  // A database of the app's own on PGlite is a lent one (pglite-pool.ts): as new, but opened once per worker.
+  const lease = !database && "snapshot" in db ? await lendPglite(db.snapshot) : undefined;
   const app = await buildApp(config, {
     logger: createLogger(config.logLevel, guard.destination),
     ...options,
-    pgliteSnapshot: "snapshot" in db ? db.snapshot : undefined,
+    ...(lease ? { pgliteLease: lease } : { pgliteSnapshot: "snapshot" in db ? db.snapshot : undefined }),
+  }).catch(async (err: unknown) => {
+    await lease?.giveBack();
+    throw err;
   });
   app.fetch = watched(app.fetch, guard, registerSecrets);
   const assertNoLeaks = () => guard.assertNoLeaks(app.db.sql);
