@@ -13,11 +13,13 @@ export default defineConfig({
     globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    // Each test file gets its own database (a PGlite snapshot or a PostgreSQL template copy).
+    // Each test file gets its own database: a PostgreSQL template copy, or on PGlite one as the snapshot
+    // left it, lent from the worker's pool (test/support/pglite-pool.ts).
     pool: "forks",
     // Sized for 2 cores. On PGlite two workers keep both busy (the embedded databases run inside them; a
-    // third made the suite slower, 268 s -> 288 s); on PostgreSQL part of the work is the server's, in its
-    // own processes, and a third worker fills the time the two spend waiting for it (164 s -> 141 s).
+    // third made the suite slower, 268 s -> 288 s, and with lent databases no faster, 206 s -> 197 s); on
+    // PostgreSQL part of the work is the server's, in its own processes, and a third worker fills the time
+    // the two spend waiting for it (164 s -> 141 s; a fourth, 151 s -> 151 s).
     maxWorkers: process.env.TEST_DATABASE_URL ? 3 : 2,
     // Test files share each worker's module cache: importing the app (Prisma client, GraphQL schema)
     // once per worker instead of once per file saves about a third of the suite's time. Files keep
