@@ -50,12 +50,12 @@ async function emptied(pglite: PGlite): Promise<boolean> {
   }
 }
 
-/** What a test could leave changed beyond rows: relations and their columns, indexes, constraints, triggers, functions, roles, settings, migrations. */
+/** What a test could leave changed beyond rows: relations and their columns (options included), indexes, constraints, triggers, functions, roles, settings, migrations. */
 async function schemaOf(pglite: PGlite): Promise<string> {
   const { rows } = await pglite.query<{ schema: string }>(`
     SELECT md5(string_agg(item, E'\\n' ORDER BY item)) AS schema FROM (
-      SELECT format('%s %s.%s %s', c.relkind, n.nspname, c.relname,
-               (SELECT string_agg(format('%s %s %s %s', a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid)), ', ' ORDER BY a.attnum)
+      SELECT format('%s %s.%s %s %s', c.relkind, n.nspname, c.relname, c.reloptions,
+               (SELECT string_agg(format('%s %s %s %s %s', a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attoptions), ', ' ORDER BY a.attnum)
                 FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)) AS item
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
