@@ -30,8 +30,17 @@ export abstract class PeriodicTask<T> {
 
   /** One run now (a call while one runs waits for that one); resolves with its result. */
   run(): Promise<T> {
-    this.running ??= this.perform().finally(() => (this.running = null));
+    this.running ??= this.started().finally(() => (this.running = null));
     return this.running;
+  }
+
+  /** perform(), whose exception thrown before it returns a promise (one not written async) is a failed run too. */
+  private started(): Promise<T> {
+    try {
+      return this.perform();
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** No further runs; resolves once a run in progress has ended. */

@@ -48,6 +48,23 @@ describe("PeriodicTask", () => {
     await expect(task.run()).resolves.toBe(2);
   });
 
+  it("takes a run that throws before it returns a promise (a perform that is not async) as a failed run", async () => {
+    const lines: string[] = [];
+    let runs = 0;
+    const task = new (class extends PeriodicTask<void> {
+      protected perform(): Promise<void> {
+        runs++;
+        throw new Error("thrown at once");
+      }
+    })("eager task", createLogger("warn", { write: (line: string) => void lines.push(line) }));
+    await expect(task.run()).rejects.toThrow("thrown at once");
+    // On its timer: logged, and tried again (an exception out of the timer's callback would end the process).
+    task.start(5);
+    await waitFor(() => runs, (n) => n >= 3, { what: "three failed runs on the timer" });
+    await task.stop();
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 50, msg: "eager task: a run failed; the next one tries again", err: { message: "thrown at once" } });
+  });
+
   it("stop() resolves even when the run in progress fails", async () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
