@@ -113,8 +113,11 @@ export async function openDatabase(config: Config["database"], options: OpenOpti
 
 async function openPglite(dataDir: string | null, { pgliteSnapshot: snapshot, pgliteLease: lease }: OpenOptions): Promise<Database> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
+  // A lent database is reached through a view revoked on close: whatever of this Database still runs
+  // after it (a late write of a stopped app) fails as on a closed database, not on its next borrower's.
+  const lent = lease && { ...Proxy.revocable(lease.pglite, { get: (target, key) => boundMember(target, key) }), giveBack: () => lease.giveBack() };
   // One options object: PGlite ignores options that follow an undefined data directory argument.
-  const pglite = lease?.pglite ?? (await PGlite.create({ dataDir: dataDir ?? undefined, ...(snapshot && { loadDataDir: snapshot }) }));
+  const pglite = lent?.proxy ?? (await PGlite.create({ dataDir: dataDir ?? undefined, ...(snapshot && { loadDataDir: snapshot }) }));
   const prisma = countStatements(new PrismaClient({ adapter: new PrismaPGlite(pglite), ...clientOptions }));
   return {
     kind: "pglite",
@@ -136,9 +139,17 @@ async function openPglite(dataDir: string | null, { pgliteSnapshot: snapshot, pg
     },
     async close() {
       await prisma.$disconnect();
-      await (lease ? lease.giveBack() : pglite.close());
+      if (!lent) return pglite.close();
+      lent.revoke();
+      await lent.giveBack();
     },
   };
+}
+
+/** A member of the object itself, its methods bound to it (PGlite's read private fields, which a proxy has not). */
+function boundMember(target: object, key: string | symbol): unknown {
+  const value: unknown = Reflect.get(target, key);
+  return typeof value === "function" ? value.bind(target) : value;
 }
 
 async function openPostgres(url: string, max: number, queryTimeoutMs: number, logger?: Logger): Promise<Database> {

@@ -56,4 +56,23 @@ describe.skipIf(Boolean(process.env.TEST_DATABASE_URL))("lent embedded databases
       await third.giveBack();
     }
   }, 180_000);
+
+  it("are out of reach of the Database they were lent to once it is closed: a late statement fails as on a closed one", async () => {
+    const db = await createTestDatabase();
+    if (!("snapshot" in db)) throw new Error("expected a PGlite snapshot");
+    const lease = await lendPglite(db.snapshot);
+    const database = await openDatabase({ kind: "pglite", dataDir: null }, { pgliteLease: lease });
+    await database.sql.script(`INSERT INTO organizations (id, name) VALUES ('00000000-0000-4000-8000-000000000003', 'mine')`);
+    await database.close();
+    await expect(database.sql.query("SELECT 1")).rejects.toThrow();
+    await expect(database.prisma.organization.count()).rejects.toThrow();
+    // The next borrower's database is untouched by the late statements, and as new.
+    const next = await lendPglite(db.snapshot);
+    try {
+      expect(next.pglite).toBe(lease.pglite);
+      expect((await next.pglite.query("SELECT * FROM organizations")).rows).toEqual([]);
+    } finally {
+      await next.giveBack();
+    }
+  }, 180_000);
 });
