@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, startTestApp, type TestApp } from "../support/app.js";
+import { startTestApp, type TestApp } from "../support/app.js";
 
 let t: TestApp;
 
 beforeAll(async () => {
-  // A database of its own, which the last test closes (a lent one would be handed back instead: support/pglite-pool.ts).
-  t = await startTestApp({}, await createTestDatabase());
+  t = await startTestApp();
 });
 afterAll(async () => {
   // The last test closes the database itself; stopping twice must not fail the suite.

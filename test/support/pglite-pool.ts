@@ -10,8 +10,9 @@ import type { PGliteLease } from "../../src/db/client.js";
  * locks) and every table emptied. One whose schema or applied migrations a test changed (a trigger
  * that refuses writes left behind, say) is closed instead, as is one a test closed itself.
  *
- * Closing an app's Database hands a lent one back rather than closing it: a test that closes its
- * app's database to see what follows gives startTestApp a database of its own (its second argument).
+ * Closing an app's Database hands a lent one back rather than closing it, and that Database can no
+ * longer reach it (src/db/client.ts): to the app, closed. A test that closes its app's database to see
+ * what follows (test/app/health.test.ts) sees what it would with a database of its own.
  */
 const idle: PGlite[] = [];
 /** The schema and migrations of a database just opened from the snapshot. */
