@@ -115,9 +115,9 @@ async function openPglite(dataDir: string | null, { pgliteSnapshot: snapshot, pg
   if (dataDir) mkdirSync(dataDir, { recursive: true });
   // A lent database is reached through a view revoked on close: whatever of this Database still runs
   // after it (a late write of a stopped app) fails as on a closed database, not on its next borrower's.
-  const lent = lease && { ...Proxy.revocable(lease.pglite, { get: (target, key) => boundMember(target, key) }), giveBack: () => lease.giveBack() };
+  const view = lease ? Proxy.revocable(lease.pglite, { get: (target, key) => boundMember(target, key) }) : null;
   // One options object: PGlite ignores options that follow an undefined data directory argument.
-  const pglite = lent?.proxy ?? (await PGlite.create({ dataDir: dataDir ?? undefined, ...(snapshot && { loadDataDir: snapshot }) }));
+  const pglite = view?.proxy ?? (await PGlite.create({ dataDir: dataDir ?? undefined, ...(snapshot && { loadDataDir: snapshot }) }));
   const prisma = countStatements(new PrismaClient({ adapter: new PrismaPGlite(pglite), ...clientOptions }));
   return {
     kind: "pglite",
@@ -139,9 +139,9 @@ async function openPglite(dataDir: string | null, { pgliteSnapshot: snapshot, pg
     },
     async close() {
       await prisma.$disconnect();
-      if (!lent) return pglite.close();
-      lent.revoke();
-      await lent.giveBack();
+      if (!lease || !view) return pglite.close();
+      view.revoke();
+      await lease.giveBack();
     },
   };
 }
