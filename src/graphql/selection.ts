@@ -11,12 +11,26 @@ function* fieldsOf(set: SelectionSetNode | undefined, fragments: Info["fragments
   }
 }
 
+/** selectedNames' answers by field, then path: the same nodes for every item of a list, and for every run of a compiled document. */
+const namesByField = new WeakMap<readonly FieldNode[], Map<string, ReadonlySet<string>>>();
+
 /**
  * The names of the fields the resolving field's selection asks for below the fields named by `path`
  * (e.g. edges, node): a resolver plans its read from them (one statement that also reads what the
  * children will show). Conservative: a field under @skip or @include counts as asked for.
+ * Remembered per field and path: a compiled document hands its resolvers the same nodes every run,
+ * so a page plans its read without walking its selection again.
  */
-export function selectedNames(info: Info, path: readonly string[]): Set<string> {
+export function selectedNames(info: Info, path: readonly string[]): ReadonlySet<string> {
+  let byPath = namesByField.get(info.fieldNodes);
+  if (!byPath) namesByField.set(info.fieldNodes, (byPath = new Map()));
+  const key = path.join(".");
+  let names = byPath.get(key);
+  if (!names) byPath.set(key, (names = namesBelow(info, path)));
+  return names;
+}
+
+function namesBelow(info: Info, path: readonly string[]): Set<string> {
   let level: FieldNode[] = [...info.fieldNodes];
   for (const name of path) {
     level = level.flatMap((field) => [...fieldsOf(field.selectionSet, info.fragments)].filter((f) => f.name.value === name));

@@ -44,3 +44,18 @@ describe("selectedNames", () => {
     expect(selectedNames(infoOf(`{ deployments { pageInfo { endCursor } } }`), ["edges", "node"])).toEqual(new Set());
   });
 });
+
+describe("selectedNames, remembered", () => {
+  it("answers the same field's nodes and path from memory, and other paths or nodes afresh", () => {
+    const info = infoOf(`{ deployments { edges { node { id latestRevision { uuid } } } pageInfo { endCursor } } }`);
+    const first = selectedNames(info, ["edges", "node"]);
+    // A compiled document hands its resolvers the same nodes on every run: the same answer, not a new walk.
+    expect(selectedNames({ ...info }, ["edges", "node"])).toBe(first);
+    expect(selectedNames(info, ["edges", "node", "latestRevision"])).toEqual(new Set(["uuid"]));
+    expect(selectedNames(info, [])).toEqual(new Set(["edges", "pageInfo"]));
+    // The same text parsed again is other nodes, and is walked again.
+    const again = selectedNames(infoOf(`{ deployments { edges { node { id latestRevision { uuid } } } pageInfo { endCursor } } }`), ["edges", "node"]);
+    expect(again).not.toBe(first);
+    expect(again).toEqual(first);
+  });
+});
