@@ -14,7 +14,7 @@ export type { CodehostInstallation };
 const CURSOR_PURPOSE = "codehost-installations";
 
 export const installationPageSchema = z.object({
-  page_size: queryInt().pipe(z.number().min(1).max(100)).default(20),
+  page_size: queryInt({ min: 1, max: 100 }).default(20),
   // An empty `cursor=` is the same as none: clients pass the previous next_cursor through as is.
   cursor: z.string().nullish(),
 });

@@ -146,20 +146,32 @@ export function toFastApiIssue(issue: z.core.$ZodIssue, location: Location): Val
  * not it. The OpenAPI document (rest/docs.ts) shows a parameter as what it is read as: `limit` an
  * integer, not a string.
  */
-export const queryDecoders = new WeakMap<z.ZodType, { type: "integer" | "boolean" } | null>();
+export const queryDecoders = new WeakMap<z.ZodType, QueryDecoded | null>();
+
+/** What a query decoder reads its text as, in JSON Schema's words. */
+export interface QueryDecoded {
+  type: "integer" | "boolean";
+  minimum?: number;
+  maximum?: number;
+}
 
 /** Marks `schema` as reading query text as `as` (null: zod's input schema already tells it); returns it. */
-export function queryDecoder<S extends z.ZodType>(schema: S, as: { type: "integer" | "boolean" } | null): S {
+export function queryDecoder<S extends z.ZodType>(schema: S, as: QueryDecoded | null): S {
   queryDecoders.set(schema, as);
   return schema;
 }
 
 /**
  * An integer carried as a string (a query parameter). Unlike z.coerce.number(), a value that is not
- * an integer fails as pydantic's int_parsing, and "" is not 0. Pipe it into bounds.
+ * an integer fails as pydantic's int_parsing, and "" is not 0. Its bounds (documented with its type)
+ * are checked before the range of safe integers, beyond which nothing is passed on (a database
+ * offset would fail on it): a limit far too large is told its own bound, not that range's.
  */
-export const queryInt = () =>
-  queryDecoder(
+export const queryInt = (bounds: { min?: number; max?: number } = {}) => {
+  let range = z.number();
+  if (bounds.min !== undefined) range = range.min(bounds.min);
+  if (bounds.max !== undefined) range = range.max(bounds.max);
+  return queryDecoder(
     z
       .string()
       .refine((s) => /^\s*[-+]?\d+\s*$/.test(s), {
@@ -167,9 +179,11 @@ export const queryInt = () =>
         params: { type: "int_parsing" },
       })
       .transform(Number)
+      .pipe(range)
       .pipe(z.int()),
-    { type: "integer" },
+    { type: "integer", ...(bounds.min !== undefined && { minimum: bounds.min }), ...(bounds.max !== undefined && { maximum: bounds.max }) },
   );
+};
 
 function typeMismatch(expected: string): Pick<ValidationIssue, "type" | "msg"> {
   switch (expected) {

@@ -181,7 +181,10 @@ describe("zod issue -> FastAPI issue", () => {
       ]);
     }
     expect(parseInput(z.object({ n: queryInt() }), { n: " 42 " }, "query")).toEqual({ n: 42 });
-    expect(issuesOf(queryInt().pipe(z.number().max(100)), "101", "query")[0]).toMatchObject({ type: "less_than_equal", input: 101 });
+    expect(issuesOf(queryInt({ max: 100 }), "101", "query")[0]).toMatchObject({ type: "less_than_equal", input: 101, ctx: { le: 100 } });
+    expect(issuesOf(queryInt({ min: 1 }), "-3", "query")[0]).toMatchObject({ type: "greater_than_equal", input: -3, ctx: { ge: 1 } });
+    // Its own bounds are told before the safe-integer range: a limit of 2^53 is "at most 100".
+    expect(issuesOf(queryInt({ min: 1, max: 100 }), "9007199254740993", "query")[0]).toMatchObject({ type: "less_than_equal", ctx: { le: 100 } });
     // Beyond a safe integer (a database offset would fail on it): refused, not passed on.
     expect(issuesOf(queryInt(), "999999999999999999999999999999", "query")[0]).toMatchObject({ loc: ["query", "field"], type: "less_than_equal" });
   });

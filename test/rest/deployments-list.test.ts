@@ -133,6 +133,13 @@ describe("GET /v2/deployments filters", () => {
       expect(res.status, query).toBe(422);
       expect(res.body.detail, query).toEqual([expect.objectContaining({ loc, ...(type && { type }) })]);
     }
+    // Far beyond its bound, a limit is still told its own bound (100), not the safe-integer range's;
+    // an offset beyond that range is refused with the bound the reference documents for it.
+    for (const [query, le] of [["limit=9007199254740993", 100], ["limit=99999999999999999999999", 100], ["offset=99999999999999999999", Number.MAX_SAFE_INTEGER]] as const) {
+      const res = await list(query);
+      expect(res.status, query).toBe(422);
+      expect(res.body.detail, query).toEqual([expect.objectContaining({ type: "less_than_equal", msg: `Input should be less than or equal to ${le}`, ctx: { le } })]);
+    }
     const many = Array.from({ length: 101 }, () => randomUUID()).join(",");
     const tooMany = await list(`deployment_ids=${many}`);
     expect(tooMany.status).toBe(422);

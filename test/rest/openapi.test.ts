@@ -97,7 +97,8 @@ group("openapi.json", () => {
 
   it("documents a query parameter as what it is read as, with its bounds, default and whether it may be left out", () => {
     const query = z.object({
-      n: queryInt().pipe(z.number().min(2).max(9)).default(3),
+      n: queryInt({ min: 2, max: 9 }).default(3),
+      piped: queryInt().pipe(z.number().min(2)).optional(),
       clamped: queryInt().default(4).transform((x) => Math.min(x, 5)),
       flag: queryBool.default(true),
       maybe: queryBool.optional().describe("a flag"),
@@ -110,6 +111,7 @@ group("openapi.json", () => {
     const params = Object.fromEntries(made.paths["/v2/q"]!.get!.parameters.map(({ name, required, schema }) => [name, { required, schema }]));
     expect(params).toEqual({
       n: { required: false, schema: { type: "integer", minimum: 2, maximum: 9, default: 3 } },
+      piped: { required: false, schema: { type: "integer", minimum: 2 } },
       clamped: { required: false, schema: { type: "integer", default: 4 } },
       flag: { required: false, schema: { type: "boolean", default: true } },
       maybe: { required: false, schema: { type: "boolean" } },
