@@ -9,6 +9,7 @@ import { readStoredSecrets } from "./schemas/secrets.js";
 import { MASK, type SecretBox } from "./secrets.js";
 import type { Tx } from "./transitions.js";
 import type { PrismaClient } from "../db/client.js";
+import { storableText } from "./text.js";
 
 export interface NewLogLine {
   kind: LogKind;
@@ -28,13 +29,8 @@ const MAX_BATCH = 500;
 /** Secret values shorter than this are not searched for in log lines: they would match everywhere. */
 export const MIN_MASKED_LENGTH = 4;
 
-/** What PostgreSQL text can hold: NUL and unpaired surrogates become U+FFFD; overlong messages are cut. */
-export function cleanMessage(message: string): string {
-  // With the u flag, \p{Cs} matches only a surrogate that is not half of a pair.
-  const text = message.replace(/\u0000/g, "\uFFFD").replace(/\p{Cs}/gu, "\uFFFD");
-  if (text.length <= MAX_MESSAGE_LENGTH) return text;
-  return `${text.slice(0, MAX_MESSAGE_LENGTH)}… (${text.length - MAX_MESSAGE_LENGTH} more characters left out)`;
-}
+/** What PostgreSQL text can hold, a line at most MAX_MESSAGE_LENGTH long (storableText). */
+export const cleanMessage = (message: string): string => storableText(message, MAX_MESSAGE_LENGTH);
 
 /**
  * Appends lines to a revision's logs in one statement (SQL function append_revision_logs: the

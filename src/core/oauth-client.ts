@@ -4,6 +4,7 @@ import type { z } from "zod";
 import { badRequest, CoreError } from "./errors.js";
 import { isStorable } from "./validation.js";
 import { endpointUrl, HTTP_NEEDS_SETTING, providerCreateSchema, TOKEN_ENDPOINT_AUTH_METHODS } from "./schemas/oauth.js";
+import { storableText } from "./text.js";
 
 /**
  * This service as an OAuth 2.0 client of the providers a workspace configures, over panva's
@@ -383,10 +384,18 @@ const boundedFetch: oidc.CustomFetch = async (url, options) => {
   return new Response(bounded, { status: response.status, statusText: response.statusText, headers: response.headers });
 };
 
+/** How much of a provider's error code and description is told (and kept with a failed flow). */
+const MAX_REFUSAL_LENGTH = 1024;
+
+/**
+ * A provider's OAuth error, its code and description, in words it chose: told to the client and kept
+ * with the flow it failed, so as text the database can hold, and not at any length.
+ */
+const refusalText = (err: { error: string; error_description?: string }) =>
+  `${storableText(err.error, MAX_REFUSAL_LENGTH)}${err.error_description ? `: ${storableText(err.error_description, MAX_REFUSAL_LENGTH)}` : ""}`;
+
 function describe(err: unknown): string {
-  if (err instanceof oauth.ResponseBodyError || err instanceof oidc.ResponseBodyError) {
-    return `${err.error}${err.error_description ? `: ${err.error_description}` : ""}`;
-  }
+  if (err instanceof oauth.ResponseBodyError || err instanceof oidc.ResponseBodyError) return refusalText(err);
   if (err instanceof oauth.WWWAuthenticateChallengeError) return `HTTP ${err.status}`;
   if (err instanceof Error && "code" in err) return String((err as { code: unknown }).code);
   return "unexpected answer";
@@ -404,7 +413,7 @@ export function providerError(what: string, err: unknown): CoreError {
   const refusal = err instanceof oauth.ResponseBodyError || err instanceof oidc.ResponseBodyError ? err : null;
   if (refusal && refusal.status < 500) return badRequest(`Could not ${what}: the provider refused (${describe(refusal)}).`);
   if (err instanceof oauth.AuthorizationResponseError || err instanceof oidc.AuthorizationResponseError) {
-    return badRequest(`Could not ${what}: the provider refused (${err.error}${err.error_description ? `: ${err.error_description}` : ""}).`);
+    return badRequest(`Could not ${what}: the provider refused (${refusalText(err)}).`);
   }
   return new CoreError("UPSTREAM", `Could not ${what}: the provider's answer was not a valid OAuth response (${describe(err)}).`);
 }

@@ -1,9 +1,11 @@
+import { createServer } from "node:http";
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, TEST_JWT_SECRET, type TestApp } from "../support/app.js";
 import { accessTokenOf, addProvider, authorize, OAUTH_ENV, pathOf, TOKEN_ANSWERS } from "../support/oauth.js";
 import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
+import { closeNow, listenLocally } from "../support/local-server.js";
 
 /**
  * Every authorization-code flow against a real OpenID provider (oidc-provider on 127.0.0.1): the
@@ -127,6 +129,15 @@ describe("POST /v2/auth/callback/{provider_id} with a body it refuses", () => {
     const res = await t.request("POST", "/v2/auth/callback/idp", { key: ws.apiKey, body: { code, state } });
     expect(res.status).toBe(422);
     expect(res.body.detail.map((d: { loc: string[] }) => d.loc.join("."))).toEqual(["body.code", "body.state"]);
+    for (const issue of res.body.detail) expect(issue).not.toHaveProperty("input");
+    expect(res.text).not.toContain("x".repeat(100));
+    expect(res.text).not.toContain("y".repeat(100));
+  });
+
+  it("does the same for GET's query: a code or state too long is named, not quoted", async () => {
+    const res = await t.request("GET", `/v2/auth/callback/idp?code=code-${"x".repeat(4096)}&state=state-${"y".repeat(512)}`);
+    expect(res.status).toBe(422);
+    expect(res.body.detail.map((d: { loc: string[] }) => d.loc.join("."))).toEqual(["query.code", "query.state"]);
     for (const issue of res.body.detail) expect(issue).not.toHaveProperty("input");
     expect(res.text).not.toContain("x".repeat(100));
     expect(res.text).not.toContain("y".repeat(100));
@@ -306,6 +317,43 @@ describe("a long-poll that answered", () => {
     } finally {
       process.off("warning", onWarning);
       await fresh.close();
+    }
+  });
+});
+
+describe("a provider's refusal at its token endpoint", () => {
+  it("is told and kept as text the database can hold: a NUL replaced, a long description cut; the flow fails", async () => {
+    let description = "";
+    const provider = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => res.writeHead(400, { "content-type": "application/json" }).end(JSON.stringify({ error: "invalid_grant", error_description: description })));
+    });
+    const base = await listenLocally(provider);
+    try {
+      const mine = await t.workspace();
+      const created = await t.request("POST", "/v2/auth/providers", {
+        key: mine.apiKey,
+        body: { provider_id: "refusing", name: "Refusing", client_id: "c", client_secret: t.guard.secret(), auth_url: `${base}/auth`, token_url: `${base}/token` },
+      });
+      expect(created.status, created.text).toBe(200);
+      const refusals: [sent: string, told: string][] = [
+        ["x\u0000y", "x\uFFFDy"],
+        ["z".repeat(100_000), `${"z".repeat(1024)}… (98976 more characters left out)`],
+      ];
+      for (const [sent, told] of refusals) {
+        description = sent;
+        const started = await t.request("POST", "/v2/auth/authenticate", { key: mine.apiKey, body: { provider: "refusing", scopes: ["a"] } });
+        expect(started.status, started.text).toBe(200);
+        const state = new URL(started.body.url).searchParams.get("state")!;
+        const res = await t.request("GET", `/v2/auth/callback/refusing?code=c&state=${state}`);
+        expect(res.status, res.text).toBe(400);
+        expect(res.body.detail).toBe(`Could not exchange the authorization code at provider 'refusing': the provider refused (invalid_grant: ${told}).`);
+        const waited = await t.request("GET", `/v2/auth/wait/${started.body.auth_id}?timeout=0`, { key: mine.apiKey });
+        expect(waited.status, waited.text).toBe(400);
+        expect(waited.body.detail).toContain(`failed: Could not exchange the authorization code at provider 'refusing': the provider refused (invalid_grant: ${told}).`);
+      }
+    } finally {
+      await closeNow(provider);
     }
   });
 });

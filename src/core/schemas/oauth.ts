@@ -87,10 +87,13 @@ export type AuthenticateInput = z.output<typeof authenticateSchema>;
 // Secrets until used: whoever reads them can finish the caller's flow (never quoted in a 422).
 export const finalizeSchema = z.object({ code: secretValue(z.string().min(1).max(4096)), state: secretValue(z.string().min(1).max(512)) });
 
-/** GET /v2/auth/callback/{provider_id} and /v2/auth/setup/{provider_id}. All optional: a refusal carries only `error`. */
+/**
+ * GET /v2/auth/callback/{provider_id} and /v2/auth/setup/{provider_id}. All optional: a refusal
+ * carries only `error`. Code and state are secrets here too (finalizeSchema).
+ */
 export const callbackQuerySchema = z.object({
-  code: z.string().max(4096).optional(),
-  state: z.string().max(512).optional(),
+  code: secretValue(z.string().max(4096)).optional(),
+  state: secretValue(z.string().max(512)).optional(),
   error: z.string().max(256).optional(),
   error_description: z.string().max(2048).optional(),
   /** RFC 9207: the issuer of the answer, checked against the provider's. */
