@@ -368,14 +368,22 @@ export class TokenVault {
     if (revocations.length === 0) return;
     const deadline = AbortSignal.timeout(REVOCATION_DEADLINE_MS);
     const started = new Set<Revocation>();
+    const ended = new Set<Revocation>();
+    const revokeOne = async (r: Revocation) => {
+      started.add(r);
+      await this.revokeOne(r);
+      ended.add(r);
+    };
     try {
-      await pMap(revocations, (r) => (started.add(r), this.revokeOne(r)), { concurrency: REVOCATION_CONCURRENCY, signal: deadline });
+      await pMap(revocations, revokeOne, { concurrency: REVOCATION_CONCURRENCY, signal: deadline });
     } catch (err) {
       if (!deadline.aborted) throw err;
-      const left = revocations.filter((r) => !started.has(r));
+      // Those still waiting for their provider go on (each logs how it ends); the others are not sent.
+      const left = revocations.filter((r) => !ended.has(r));
+      const unsent = left.filter((r) => !started.has(r)).length;
       this.settings.logger.warn(
-        { token_ids: left.map((r) => r.tokenId), provider_ids: [...new Set(left.map((r) => r.provider.providerId))] },
-        `oauth: ${left.length} tokens were not revoked at their providers in time; they are forgotten all the same`,
+        { token_ids: left.map((r) => r.tokenId), provider_ids: [...new Set(left.map((r) => r.provider.providerId))], unsent },
+        `oauth: ${left.length} token(s) not revoked at their providers in time (${unsent} not sent, ${left.length - unsent} still waiting for an answer); they are forgotten all the same`,
       );
     }
   }
