@@ -6,7 +6,7 @@ import { queryInt } from "./validation.js";
 /** Offset paging of REST listings: `offset` in the answer is where the next page starts. */
 export const offsetQuery = {
   limit: queryInt({ min: 1, max: 100 }).default(20),
-  offset: queryInt({ min: 0, max: Number.MAX_SAFE_INTEGER }).default(0),
+  offset: queryInt({ min: 0 }).default(0),
 };
 
 export interface OffsetPage<T> {
