@@ -131,6 +131,8 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       useComplexityLimit(LIMITS.complexity),
       useCompiledQueries(),
       useObservedOperations(options.metrics ?? null),
+      // Before useAnswerBytes, which then writes its refusal like any whole answer.
+      useUnstreamedSubscriptionsEnded(),
       useAnswerBytes(),
       // Over SSE too, subscribers of one change asking the same share one execution of it.
       { onSubscribe: ({ setSubscribeFn }) => setSubscribeFn(subscribeShared) } satisfies Plugin,
@@ -181,6 +183,32 @@ function useUtf8Bodies(): Plugin {
         if (text === null) throw new GraphQLError("The body is not valid UTF-8.", { extensions: { code: "BAD_REQUEST", http: { status: 400 } } });
         return requestParser(new fetchAPI.Request(req.url, { method: "POST", headers: req.headers, body: text }));
       });
+    },
+  };
+}
+
+/** Why a subscription asked for over HTTP with no event stream in its Accept is refused. */
+const NOT_STREAMED = new GraphQLError(
+  "A subscription over HTTP is answered as an event stream: send it with Accept: text/event-stream, or subscribe over graphql-ws on this path.",
+  { extensions: { code: "NOT_ACCEPTABLE", http: { status: 406 } } },
+);
+
+/**
+ * A subscription asked for over HTTP with an Accept that names no stream yoga answers with
+ * (application/json, multipart/mixed): yoga finds no processor for it and answers 406 with an empty
+ * body, after the subscription has started, and nothing ever ended it: it held its feed and a place
+ * of its caller's SUBSCRIPTIONS_PER_CALLER for the process's life. It is ended here, and the 406
+ * says why, as a GraphQL error.
+ */
+function useUnstreamedSubscriptionsEnded(): Plugin {
+  return {
+    onResultProcess({ result, resultProcessor, setResult, setResultProcessor }) {
+      if (resultProcessor || !(Symbol.asyncIterator in result)) return;
+      result[Symbol.asyncIterator]()
+        .return?.()
+        ?.catch(() => undefined);
+      setResult({ errors: [NOT_STREAMED] });
+      setResultProcessor(processRegularResult, "application/json");
     },
   };
 }

@@ -163,4 +163,28 @@ describe("SUBSCRIPTIONS_PER_CALLER", () => {
       for (const client of clients) client.req.destroy();
     }
   });
+
+  it("holds no place for a subscription asked for with an Accept no stream answers: 406 saying why, and nothing left open", async () => {
+    const caller = await t.app.core.apiKeys.create({ workspaceId: ws.workspaceId, name: "accept" });
+    // A revision of its own, still CREATING (the pipeline is off): its subscriptions stay open.
+    const { revisionId } = await createDeployment(t, ws.apiKey);
+    const body = JSON.stringify({ query: REVISION_STATUS, variables: { id: revisionId } });
+    for (const accept of ["application/json", "application/graphql-response+json", "multipart/mixed"]) {
+      for (let i = 0; i < 4; i++) {
+        const res = await t.app.fetch(new Request("http://test/graphql", { method: "POST", headers: { accept, "content-type": "application/json", "x-api-key": caller.key }, body }));
+        expect(res.status, accept).toBe(406);
+        expect(await res.json(), accept).toEqual({
+          errors: [expect.objectContaining({ message: expect.stringMatching(/text\/event-stream.*graphql-ws/), extensions: expect.objectContaining({ code: "NOT_ACCEPTABLE" }) })],
+        });
+      }
+    }
+    // Its three places are all free.
+    const open = [0, 1, 2].map(() => subscribeSse(t, caller.key, REVISION_STATUS, { id: revisionId }));
+    try {
+      for (const sub of open) await waitFor(() => sub.messages.length, (n) => n === 1, { what: "a subscription within the caller's places" });
+      expect(open.map((sub) => sub.messages[0])).toEqual(open.map(() => ({ data: { revisionStatusChanged: { status: "CREATING" } } })));
+    } finally {
+      for (const sub of open) sub.close();
+    }
+  });
 });
