@@ -1,8 +1,8 @@
 import type { Server } from "node:http";
 import { type ExecutionArgs, type ExecutionResult, getOperationAST, GraphQLError } from "graphql";
-import { CloseCode } from "graphql-ws";
+import { CloseCode, MessageType } from "graphql-ws";
 import { useServer } from "graphql-ws/use/ws";
-import { type WebSocket, WebSocketServer } from "ws";
+import { type RawData, type WebSocket, WebSocketServer } from "ws";
 import { keyActor, REVOKED_KEY_MESSAGE, type Tenant } from "../core/auth.js";
 import { EXPIRED_TOKEN_MESSAGE, whenExpired } from "../core/credential-expiry.js";
 import { CoreError } from "../core/errors.js";
@@ -202,6 +202,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
   wss.on("connection", (socket) => {
     socket.removeAllListeners("error");
     socket.on("error", (err) => logger.info({ reason: err.message }, "graphql-ws: closed a connection that broke the protocol"));
+    refuseServerMessages(socket, logger);
   });
   return {
     async close() {
@@ -211,6 +212,39 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
       await new Promise<void>((resolve) => wss.close(() => resolve()));
     },
   };
+}
+
+/** The protocol's messages only a server sends. */
+const SERVER_MESSAGES: ReadonlySet<unknown> = new Set([MessageType.ConnectionAck, MessageType.Next, MessageType.Error]);
+
+/**
+ * A client that sends a message only a server sends (connection_ack, next, error) breaks the
+ * protocol: closed with 4400, as for any message graphql-ws cannot read. graphql-ws reads them as
+ * valid and then throws on them, closing with 4500 (a server fault) and writing the error and its
+ * stack to stderr, which any client could flood. The message listener graphql-ws attached (the
+ * socket's only one, added just before this) is called for every other message, in order.
+ */
+function refuseServerMessages(socket: WebSocket, logger: Logger): void {
+  const handlers = socket.listeners("message") as ((data: RawData, isBinary: boolean) => void)[];
+  socket.removeAllListeners("message");
+  socket.on("message", (data, isBinary) => {
+    if (SERVER_MESSAGES.has(messageType(data))) {
+      logger.info("graphql-ws: closed a connection that sent a message only a server sends");
+      socket.close(CloseCode.BadRequest, "Invalid message received");
+      return;
+    }
+    for (const handler of handlers) handler.call(socket, data, isBinary);
+  });
+}
+
+/** A message's `type`, or undefined when it is not a JSON object (graphql-ws refuses those itself). */
+function messageType(data: RawData): unknown {
+  try {
+    const message: unknown = JSON.parse(String(data));
+    return typeof message === "object" && message !== null ? (message as { type?: unknown }).type : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** An error as yoga masks it over HTTP: core codes kept, internals hidden; logged as yoga logs it. */

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { connect } from "node:net";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import WebSocket from "ws";
 import { type TestApp, startTestApp } from "../support/app.js";
 import { type Fixtures, FUZZ_APP_ENV, makeFixtures } from "../support/fuzz-fixtures.js";
@@ -124,6 +124,27 @@ describe("hostile graphql-ws traffic", () => {
     );
     const errors = t.guard.logLines.slice(from).filter((line) => JSON.parse(line).level >= 50);
     expect(errors).toEqual([]);
+  });
+
+  it("messages only a server sends (connection_ack, next, error), before or after the handshake: 4400, nothing logged as a fault", async () => {
+    const from = t.guard.logLines.length;
+    const stderr = vi.spyOn(console, "error");
+    try {
+      const serverOnly = [
+        JSON.stringify({ type: "connection_ack" }),
+        JSON.stringify({ type: "next", id: "1", payload: {} }),
+        JSON.stringify({ type: "error", id: "1", payload: [{ message: "x" }] }),
+      ];
+      for (const message of serverOnly) {
+        expect(await exchange([{ kind: "text", data: message }]), message).toBe(4400);
+        const afterInit = [init({ "X-Api-Key": fx.ws.apiKey }), message].map((data) => ({ kind: "text" as const, data }));
+        expect(await exchange(afterInit), `${message} after connection_init`).toBe(4400);
+      }
+      expect(stderr).not.toHaveBeenCalled();
+    } finally {
+      stderr.mockRestore();
+    }
+    expect(t.guard.logLines.slice(from).filter((line) => JSON.parse(line).level >= 50)).toEqual([]);
   });
 
   it("frame headers announcing up to 8 EB: refused (1009) at once, without waiting for the payload", async () => {
