@@ -1,7 +1,7 @@
 import { Readable } from "node:stream";
 import { EnvelopArmorPlugin } from "@escape.tech/graphql-armor";
 import { useCSRFPrevention } from "@graphql-yoga/plugin-csrf-prevention";
-import { GraphQLError, NoSchemaIntrospectionCustomRule, type ValidationContext } from "graphql";
+import { GraphQLError, NoSchemaIntrospectionCustomRule, type ValidationContext, type ValidationRule } from "graphql";
 import { createYoga, type Plugin, processRegularResult, type YogaServerInstance } from "graphql-yoga";
 import type { Tenant } from "../core/auth.js";
 import type { Core } from "../core/index.js";
@@ -136,7 +136,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
       useAnswerBytes(),
       // Over SSE too, subscribers of one change asking the same share one execution of it.
       { onSubscribe: ({ setSubscribeFn }) => setSubscribeFn(subscribeShared) } satisfies Plugin,
-      ...(options.introspection ? [] : [useNoIntrospection()]),
+      ...(options.introspection ? [useSchemaIntrospectedOnce()] : [useNoIntrospection()]),
       ...(options.production ? [useHiddenSuggestions()] : []),
     ],
   });
@@ -301,6 +301,30 @@ function cancelledAtOnce(answer: Response): Response {
     { highWaterMark: 0 },
   );
   return new Response(stream, { status: answer.status, statusText: answer.statusText, headers: new Headers(answer.headers) });
+}
+
+/**
+ * A document asks for __schema once. Each __schema field answers a whole copy of the schema (some
+ * 140 KB with its fields), which no cost limit counts (introspection has no Pothos complexity), and
+ * without a key where introspection is open: 30 aliases of it, as many as aliases may be, made a
+ * 1 KB document cost 0.4 s of CPU and 4 MB of answer. A client has no use for a second copy.
+ */
+function useSchemaIntrospectedOnce(): Plugin {
+  const rule: ValidationRule = (context) => {
+    let seen = 0;
+    return {
+      Field(node) {
+        if (node.name.value === "__schema" && ++seen === 2) {
+          context.reportError(new GraphQLError("The schema is asked for more than once (__schema): ask for it once a document.", { nodes: node }));
+        }
+      },
+    };
+  };
+  return {
+    onValidate({ addValidationRule }) {
+      addValidationRule(rule);
+    },
+  };
 }
 
 function useNoIntrospection(): Plugin {

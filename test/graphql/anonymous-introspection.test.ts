@@ -25,6 +25,20 @@ describe("introspection without a key (GraphiQL loading its docs)", () => {
     }
   });
 
+  it("asks for the schema once a document: aliases of __schema, each a whole copy of it, are refused", async () => {
+    const copies = Array.from({ length: 30 }, (_, i) => `a${i}: __schema { ...S }`).join(" ");
+    const keyed = { "x-api-key": (await t.workspace()).apiKey };
+    for (const query of [`{ ${copies} } fragment S on __Schema { types { name fields { name } } }`, "{ a: __schema { queryType { name } } b: __schema { queryType { name } } }"]) {
+      for (const headers of [{ accept: "application/graphql-response+json" }, { accept: "application/graphql-response+json", ...keyed }]) {
+        const res = await post(query, headers);
+        expect(res.status, query.slice(0, 60)).toBe(400);
+        expect(res.body.errors, query.slice(0, 60)).toEqual([
+          expect.objectContaining({ message: "The schema is asked for more than once (__schema): ask for it once a document.", extensions: expect.objectContaining({ code: "GRAPHQL_VALIDATION_FAILED" }) }),
+        ]);
+      }
+    }
+  });
+
   it("is off where introspection is off (production)", async () => {
     const prod = await startTestApp({ NODE_ENV: "production" });
     try {
