@@ -21,6 +21,7 @@ import { useAuthenticationFirst } from "./authenticate.js";
 import { useEndedOnRevocation } from "./revoked-streams.js";
 import { GRAPHQL_CORS, GRAPHQL_PATH } from "./http.js";
 import { createParseCache, registerParseCache } from "./parse-cache.js";
+import { refusalAnswer } from "./refusal.js";
 import { subscribeShared } from "./shared-execution.js";
 import { useObservedOperations } from "./observe.js";
 import { graphiqlOptions, renderOfflineGraphiQL } from "./graphiql.js";
@@ -105,6 +106,7 @@ export function createGraphQLServer(core: Core, logger: Logger, options: GraphQL
     plugins: [
       useJsonParameters(),
       useUtf8Bodies(),
+      useUnsupportedTypeSaid(),
       useAuthenticationFirst(core, { anonymousIntrospection: options.introspection }),
       // An SSE stream ends when the key that started it is revoked (graphql-ws closes the socket: ws.ts).
       useEndedOnRevocation(core),
@@ -164,6 +166,23 @@ function useJsonParameters(): Plugin {
           });
         }
       });
+    },
+  };
+}
+
+const UNSUPPORTED_TYPE = new GraphQLError(
+  "A GraphQL request over POST is sent as application/json (or application/graphql+json, application/graphql with the document alone, or a form: application/x-www-form-urlencoded).",
+  { extensions: { code: "BAD_REQUEST", http: { status: 415 } } },
+);
+
+/**
+ * A POST whose body is of a type no request parser reads (text/plain, multipart: uploads are off):
+ * yoga answers 415 with no body; said here as a GraphQL error, in the media type Accept asks for.
+ */
+function useUnsupportedTypeSaid(): Plugin {
+  return {
+    async onRequestParse({ request, requestParser, endResponse }) {
+      if (!requestParser) endResponse(await refusalAnswer(request, UNSUPPORTED_TYPE));
     },
   };
 }

@@ -24,6 +24,8 @@ beforeAll(async () => {
 });
 afterAll(() => t.close());
 
+const UNSUPPORTED_TYPE = "A GraphQL request over POST is sent as application/json (or application/graphql+json, application/graphql with the document alone, or a form: application/x-www-form-urlencoded).";
+
 const post = (body: unknown, headers: Record<string, string> = {}) =>
   fetch(`${url}/graphql`, { method: "POST", headers: { "x-api-key": ws.apiKey, "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
 
@@ -42,6 +44,18 @@ describe("a whole answer over HTTP", () => {
       const { data } = JSON.parse(bytes.toString("utf8"));
       expect(data.deployments.edges).toHaveLength(20);
       expect(data.deployments.edges.map((e: { node: { name: string } }) => e.node.name)).toContain("page-07-é🚀");
+    }
+  });
+
+  it("answers a POST whose body is of no type GraphQL reads with 415 and a GraphQL error saying which it reads", async () => {
+    for (const type of ["text/plain", "application/xml", "multipart/form-data; boundary=x"]) {
+      const res = await fetch(`${url}/graphql`, {
+        method: "POST",
+        headers: { "x-api-key": ws.apiKey, "content-type": type, accept: "application/graphql-response+json" },
+        body: JSON.stringify({ query: "{ viewer { __typename } }" }),
+      });
+      expect(res.status, type).toBe(415);
+      expect(await res.json(), type).toEqual({ errors: [{ message: UNSUPPORTED_TYPE, extensions: { code: "BAD_REQUEST" } }] });
     }
   });
 
