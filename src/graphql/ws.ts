@@ -164,6 +164,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           if (err instanceof GraphQLError) return [asParseFailure(err)];
           throw err;
         }
+        const operation = getOperationAST(document, payload.operationName);
         const args: ExecutionArgs = {
           schema,
           operationName: payload.operationName,
@@ -171,7 +172,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           variableValues: payload.variables,
           contextValue: await contextFactory(),
           // A live subscription keeps its arguments: it need not keep the envelope as well.
-          rootValue: getOperationAST(document, payload.operationName)?.operation === "subscription" ? undefined : { execute },
+          rootValue: operation?.operation === "subscription" ? undefined : { execute },
         };
         let errors: readonly GraphQLError[];
         try {
@@ -182,7 +183,9 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
           if (err instanceof GraphQLError) return [err];
           throw err;
         }
-        return errors.length > 0 ? [...errors] : args;
+        if (errors.length > 0) return [...errors];
+        // graphql-ws would say so without a code: said as yoga says it over HTTP.
+        return operation ? args : [UNRESOLVED_OPERATION];
       },
     },
     wss,
@@ -213,6 +216,9 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
     },
   };
 }
+
+/** A document of several operations without an operationName (or with one it does not define). */
+const UNRESOLVED_OPERATION = new GraphQLError("Could not determine what operation to execute.", { extensions: { code: "OPERATION_RESOLUTION_FAILURE" } });
 
 /** The protocol's messages only a server sends. */
 const SERVER_MESSAGES: ReadonlySet<unknown> = new Set([MessageType.ConnectionAck, MessageType.Next, MessageType.Error]);

@@ -166,6 +166,14 @@ describe("a document that does not parse", () => {
     expect(await overWs(httpFirst)).toEqual([expect.objectContaining({ extensions: { code: "GRAPHQL_PARSE_FAILED" } })]);
   });
 
+  it("is OPERATION_RESOLUTION_FAILURE over graphql-ws and HTTP alike when which operation to run cannot be told", async () => {
+    const two = "query A { viewer { __typename } } query B { viewer { __typename } }";
+    const unresolved = { message: "Could not determine what operation to execute.", extensions: { code: "OPERATION_RESOLUTION_FAILURE" } };
+    expect(await overWs(two)).toEqual([expect.objectContaining(unresolved)]);
+    const http = await gql(t, ws.apiKey, two);
+    expect(http.errors).toEqual([expect.objectContaining(unresolved)]);
+  });
+
   // Under the token limit, yet deeper than graphql-js's recursive parser (and every walk after it) can go.
   const deepList = (depth: number) => `{ nodes(ids: ${"[".repeat(depth)}"x"${"]".repeat(depth)}) { id } }`;
   const deepObject = (depth: number) => `{ deployments(filter: ${"{a:".repeat(depth)}1${"}".repeat(depth)}) { totalCount } }`;
