@@ -82,6 +82,14 @@ export class SecretMask {
     return text;
   }
 
+  /** A JSON value (a step's findings) with every string in it masked as a line is, keys included. */
+  applyToJson(value: unknown): unknown {
+    if (typeof value === "string") return this.apply(value);
+    if (Array.isArray(value)) return value.map((v) => this.applyToJson(v));
+    if (value !== null && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [this.apply(k), this.applyToJson(v)]));
+    return value;
+  }
+
   private open(): string[] {
     const forms = new Set<string>();
     for (const { value } of readStoredSecrets(this.secretsJson)) {

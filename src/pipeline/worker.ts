@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { DELETE_GRACE_MS, DELETE_SWEEP_EVERY_MS } from "../core/deletion-sweep.js";
-import { logKindOf, type StepLog } from "../core/log-writer.js";
+import { logKindOf, type SecretMask, type StepLog } from "../core/log-writer.js";
 import { isDatabaseUnavailable } from "../core/prisma-errors.js";
 import type { Revision } from "../generated/prisma/client.js";
 import type { Logger } from "../logger.js";
@@ -285,7 +285,7 @@ export class PipelineWorker {
       if (signal.aborted || this.silenced) return stepLog.abandon();
       // Every line of the step is stored before its outcome's status line.
       await stepLog.close();
-      if (outcome.message !== undefined) outcome = { ...outcome, message: stepLog.mask.apply(outcome.message) };
+      outcome = masked(outcome, stepLog.mask);
       const result = await this.work.steps.commit(revision, outcome);
       outcomeLabel = outcome.ok ? "ok" : "failed";
       this.count(result);
@@ -435,4 +435,14 @@ interface GiveBack {
   status: string;
   delayMs: number;
   absolve: boolean;
+}
+
+/**
+ * A step's outcome as it is kept: its message (the status_message) and its findings (build_report),
+ * which may quote what the step read, with the revision's secret values masked as its log lines are.
+ */
+function masked(outcome: StepOutcome, mask: SecretMask): StepOutcome {
+  const message = outcome.message === undefined ? {} : { message: mask.apply(outcome.message) };
+  const findings = outcome.findings ? { findings: { ...outcome.findings, report: mask.applyToJson(outcome.findings.report) as Record<string, unknown> } } : {};
+  return { ...outcome, ...message, ...findings };
 }

@@ -36,14 +36,14 @@ interface RevisionBody {
 const revision = (id: string, rid: string): Promise<RevisionBody> => call("GET", `/v2/deployments/${id}/revisions/${rid}`).then((r) => r.body);
 const finished = (r: RevisionBody) => ["DEPLOYED", "BUILD_FAILED", "DEPLOY_FAILED", "CREATE_FAILED", "SKIPPED", "INTERRUPTED"].includes(r.status);
 
-async function create(source: string, sourceRevisionConfig: object = {}) {
-  const res = await call("POST", "/v2/deployments", { name: `b-${randomUUID().slice(0, 8)}`, source, source_config: { deployment_type: "dev" }, source_revision_config: sourceRevisionConfig });
+async function create(source: string, sourceRevisionConfig: object = {}, extra: object = {}) {
+  const res = await call("POST", "/v2/deployments", { name: `b-${randomUUID().slice(0, 8)}`, source, source_config: { deployment_type: "dev" }, source_revision_config: sourceRevisionConfig, ...extra });
   expect(res.status, res.text).toBe(201);
   return res.body as { id: string; latest_revision_id: string };
 }
 
-async function buildFrom(files: Record<string, string> | Buffer, configPath = "langgraph.json") {
-  const d = await create("internal_source");
+async function buildFrom(files: Record<string, string> | Buffer, configPath = "langgraph.json", extra: object = {}) {
+  const d = await create("internal_source", {}, extra);
   const path = await uploadSource(t, ws.apiKey, d.id, files);
   const patched = await call("PATCH", `/v2/deployments/${d.id}`, { revision_source: "internal_source", source_revision_config: { source_tarball_path: path, framework_config_path: configPath } });
   expect(patched.status, patched.text).toBe(200);
@@ -107,6 +107,16 @@ describe("the build step of an uploaded tarball", () => {
         "./langgraph.json names 2 graphs: a (./a.py:g), b (./b.py:g)",
       ]),
     );
+  });
+
+  it("keeps what it found with the deployment's secret values masked, as its build log has them", async () => {
+    const secret = t.guard.secret(`s3cr3t-${randomUUID().slice(0, 8)}`);
+    const files = { "langgraph.json": `{"graphs": {"g${secret}": "./${secret}.py:graph"}}`, [`${secret}.py`]: "graph = None\n" };
+    const { done } = await buildFrom(files, "langgraph.json", { secrets: [{ name: "TOKEN", value: secret }] });
+    expect(done.status).toBe("DEPLOYED");
+    const [row] = await t.app.db.sql.query<{ build_report: { source: { files: string[]; graphs: Record<string, string> } } }>(`SELECT build_report FROM revisions WHERE id = $1`, [done.id]);
+    expect(row!.build_report.source.files).toEqual(["langgraph.json", "********.py"]);
+    expect(row!.build_report.source.graphs).toEqual({ "g********": "./********.py:graph" });
   });
 
   for (const [what, files, says] of [
