@@ -229,3 +229,39 @@ describe("what inspectTarball keeps is storable text", () => {
     expect(readGraphs(Buffer.from('{"graphs": {"ägent 🤖": "./a.py:g"}}'))).toEqual({ "ägent 🤖": "./a.py:g" });
   });
 });
+
+describe("inspectTarball, where unpacking would not give the tarball's listing", () => {
+  const CONFIG = '{"graphs": {"agent": "./agent.py:graph"}}';
+  /** A gzip tarball of these entries, in this order (names repeated, links and all). */
+  async function tarballOf(entries: { name: string; content?: string; type?: "file" | "link" | "symlink"; linkname?: string }[]): Promise<Buffer> {
+    const archive = pack();
+    for (const { name, content = "", type = "file", linkname } of entries) {
+      if (type === "file") archive.entry({ name }, content);
+      else archive.entry({ name, type, linkname });
+    }
+    archive.finalize();
+    return gzipSync(await buffer(archive));
+  }
+  const inspect = (tarball: Buffer) => inspectTarball((async function* () { yield tarball; })(), "langgraph.json", never);
+
+  it("refuses an entry outside the tarball's folder (..), which tar will not unpack", async () => {
+    for (const name of ["../langgraph.json", "src/../../agent.py", "a/.."]) {
+      const found = await inspect(await tarballOf([{ name: "langgraph.json", content: CONFIG }, { name }]));
+      expect(found, name).toMatchObject({ ok: false, message: `it holds an entry outside its own folder, which tar does not unpack: ${name}` });
+    }
+  });
+
+  it("reads the configuration as unpacking leaves it: the last of several entries of that name", async () => {
+    const found = await inspect(await tarballOf([{ name: "langgraph.json", content: "{not json" }, { name: "./langgraph.json", content: CONFIG }]));
+    expect(found).toMatchObject({ ok: true, report: { graphs: { agent: "./agent.py:graph" } } });
+    const broken = await inspect(await tarballOf([{ name: "langgraph.json", content: CONFIG }, { name: "langgraph.json", content: "{not json" }]));
+    expect(broken).toMatchObject({ ok: false, message: expect.stringMatching(/^langgraph\.json does not parse as JSON/) });
+  });
+
+  it("says so when the configuration is a link, rather than that it is missing", async () => {
+    for (const type of ["link", "symlink"] as const) {
+      const found = await inspect(await tarballOf([{ name: "real.json", content: CONFIG }, { name: "langgraph.json", type, linkname: "real.json" }]));
+      expect(found, type).toMatchObject({ ok: false, message: `langgraph.json is a ${type === "link" ? "hard" : "symbolic"} link in it (to real.json): the build reads a file there` });
+    }
+  });
+});

@@ -4,6 +4,7 @@ import { createGunzip } from "node:zlib";
 import { extract } from "tar-stream";
 import { isStorable, jsonFault } from "../../core/validation.js";
 import { isObj } from "../../core/stored-json.js";
+import { storableText } from "../../core/text.js";
 
 /** A tarball unpacking to more than this is refused (a gzip bomb is small until opened). */
 export const MAX_UNPACKED_BYTES = 2 * 1024 * 1024 * 1024;
@@ -70,10 +71,12 @@ export async function inspectTarball(body: AsyncIterable<Uint8Array>, configPath
   unpacking.catch(() => {});
   try {
     for await (const entry of tar) {
-      const { name, size = 0, type } = entry.header;
+      const { name, size = 0, type, linkname } = entry.header;
       if (++entryCount > MAX_ENTRIES) return { ok: false, message: `it holds more than ${MAX_ENTRIES} entries` };
       const nameBytes = Buffer.byteLength(name);
       if (nameBytes > MAX_NAME_BYTES) return { ok: false, message: `it holds an entry whose name is longer than ${MAX_NAME_BYTES} bytes` };
+      // GNU tar skips such entries: what the build reads would not be there once unpacked.
+      if (name.split("/").includes("..")) return { ok: false, message: `it holds an entry outside its own folder, which tar does not unpack: ${storableText(name, 256)}` };
       unpacked += size;
       if (unpacked > MAX_UNPACKED_BYTES) return { ok: false, message: `it unpacks to more than ${MAX_UNPACKED_BYTES} bytes` };
       if (type === "file" || type === "contiguous-file") {
@@ -88,18 +91,22 @@ export async function inspectTarball(body: AsyncIterable<Uint8Array>, configPath
           files.push(path);
           listedBytes += nameBytes;
         }
-        if (path === wanted && config === null) {
+        // Unpacking leaves the last entry of a name: that one is read.
+        if (path === wanted) {
           if (size > MAX_CONFIG_BYTES) return { ok: false, message: `${configPath} is larger than ${MAX_CONFIG_BYTES} bytes` };
           config = await readAll(entry);
           continue;
         }
+      } else if ((type === "link" || type === "symlink") && normalizeEntry(name) === wanted) {
+        const kind = type === "link" ? "hard" : "symbolic";
+        return { ok: false, message: `${configPath} is a ${kind} link in it (to ${storableText(linkname ?? "", 256)}): the build reads a file there` };
       }
       entry.resume();
     }
   } catch (err) {
     signal.throwIfAborted();
     if (read.failure) throw read.failure.err;
-    return { ok: false, message: `it is not a valid gzip tarball (${storable(err instanceof Error ? err.message : String(err))})` };
+    return { ok: false, message: `it is not a valid gzip tarball (${storableText(err instanceof Error ? err.message : String(err), 1024)})` };
   } finally {
     // Returning early (or failing) ends the reading too: the pipeline destroys every stream.
     tar.destroy();
@@ -170,7 +177,7 @@ export function readGraphs(config: Buffer): Record<string, string> | { error: st
   } catch (err) {
     // Without the text the parser quotes around an unexpected token: a value left unquoted there may
     // be a secret (the secret mask only knows whole values), or hold a NUL.
-    return { error: `does not parse as JSON (${storable(jsonFault(err).error)})` };
+    return { error: `does not parse as JSON (${storableText(jsonFault(err).error, 1024)})` };
   }
   const graphs = isObj(parsed) ? parsed.graphs : undefined;
   if (!isObj(graphs) || Object.keys(graphs).length === 0) {
@@ -196,6 +203,4 @@ function notText(s: string): string | null {
   return s.includes("\u0000") ? "it holds a NUL (\\u0000) character" : "it holds an unpaired surrogate (\\ud800-\\udfff)";
 }
 
-/** A message quoting a tarball's bytes, as text PostgreSQL can store: NUL and unpaired surrogates become U+FFFD. */
-const storable = (s: string) => s.replace(/\u0000/g, "\uFFFD").replace(/\p{Cs}/gu, "\uFFFD");
 
