@@ -190,7 +190,7 @@ function parseRange(header: string | null): { min: number; max: number } {
 async function* gzipBody(body: AsyncIterable<Uint8Array> | null, max: number, min: number, seen: (chunk: Uint8Array) => void): AsyncIterable<Uint8Array> {
   let size = 0;
   let head = Buffer.alloc(0);
-  for await (const chunk of body ?? []) {
+  for await (const chunk of body ? sent(body) : []) {
     size += chunk.byteLength;
     if (size > max) throw tooLarge(`Upload too large: at most ${max} bytes.`);
     if (head.length < 2) {
@@ -202,4 +202,18 @@ async function* gzipBody(body: AsyncIterable<Uint8Array> | null, max: number, mi
   }
   if (head.length < 2) throw unsupported("The body is not gzip: upload a .tar.gz of the project (it was empty).");
   if (size < min) throw badRequest(`Upload too small: X-Goog-Content-Length-Range asks for at least ${min} bytes.`);
+}
+
+/**
+ * The request's body as its client sends it. Its stream failing means the client went away or sent
+ * too slowly (the server's request timeout): the client's doing, answered 400 and logged as such,
+ * not a fault of the service's (a reset connection's ECONNRESET is otherwise taken for a lost
+ * database: 503).
+ */
+async function* sent(body: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
+  try {
+    yield* body;
+  } catch {
+    throw badRequest("The upload was cut short: its body ended before it was whole (the connection closed, or it came too slowly). Nothing is stored; PUT it again.");
+  }
 }

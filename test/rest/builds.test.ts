@@ -207,6 +207,23 @@ describe("POST /v2/deployments/{id}/upload-url and PUT <upload_url>", () => {
     expect(opened.sha256).toBe(createHash("sha256").update(data).digest("hex"));
   });
 
+  it("takes a body cut short (the client went away, or was too slow) for the client's doing: 400, nothing stored, the URL still good", async () => {
+    const d = await deployment("internal_source");
+    const { url } = await issue(d.id);
+    const data = await tarball();
+    const from = t.guard.logLines.length;
+    // The body's first bytes, then its stream fails as a request's does when its connection is reset.
+    const cut = new ReadableStream<Uint8Array>({
+      start: (controller) => controller.enqueue(data.subarray(0, 10)),
+      pull: (controller) => controller.error(Object.assign(new Error("aborted"), { code: "ECONNRESET" })),
+    });
+    const res = await answer(await put(url.pathname + url.search, cut));
+    expect(res.status).toBe(400);
+    expect(res.body.detail).toBe("The upload was cut short: its body ended before it was whole (the connection closed, or it came too slowly). Nothing is stored; PUT it again.");
+    expect(t.guard.logLines.slice(from).filter((line) => JSON.parse(line).level >= 40)).toEqual([]);
+    expect((await put(url.pathname + url.search, data)).status).toBe(200);
+  });
+
   it("refuses a wrong signature, an expired URL, another type, a body that is not gzip, and too much, storing nothing", async () => {
     const d = await deployment("internal_source");
     const { url } = await issue(d.id);
