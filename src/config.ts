@@ -15,9 +15,25 @@ function httpUrl(what: string) {
     .transform((v) => v.replace(/\/+$/, ""));
 }
 
+/**
+ * A whole number, in decimal digits (spaces around them aside). z.coerce.number() read an empty
+ * value as 0 (PORT= listened on any port, AUTH_FAILURES_PER_MINUTE= turned the limit off), and took
+ * 0x46B4 and 1e2 as well.
+ */
+function envInt(min: number, max: number) {
+  return z
+    .string()
+    .regex(/^\s*\d+\s*$/, "must be a whole number in decimal digits")
+    .transform(Number)
+    .pipe(z.number().min(min).max(max));
+}
+
+/** A host name (letters, digits and hyphens, in dot-separated labels): deployments' URLs are made under it. */
+const HOST_NAME = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/;
+
 /** Every setting the service reads, from the environment, with embedded defaults. */
 const envSchema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  PORT: envInt(0, 65535).default(8080),
   HOST: z.string().min(1).default("127.0.0.1"),
   DATABASE_URL: z
     .string()
@@ -26,13 +42,13 @@ const envSchema = z.object({
     })
     .optional(),
   /** How long start-up waits (retrying with backoff) for a PostgreSQL that does not answer; 0: not at all. */
-  DATABASE_START_WAIT_MS: z.coerce.number().int().min(0).max(86_400_000).default(120_000),
+  DATABASE_START_WAIT_MS: envInt(0, 86_400_000).default(120_000),
   DATA_DIR: z.string().min(1).default("./.data"),
   BOOTSTRAP_API_KEY: z.string().min(16, "must be at least 16 characters").optional(),
   BOOTSTRAP_TENANT_ID: z.uuid().optional(),
   JWT_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
   /** Bearer tokens that would live longer than this (exp - iat, or exp - now) are refused. */
-  JWT_MAX_LIFETIME_SECONDS: z.coerce.number().int().min(1).max(31_536_000).default(86_400),
+  JWT_MAX_LIFETIME_SECONDS: envInt(1, 31_536_000).default(86_400),
   SECRETS_KEY: z
     .string()
     .regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes, base64-encoded")
@@ -42,23 +58,23 @@ const envSchema = z.object({
     .string()
     .regex(/^\s*([A-Za-z0-9+/]{43}=\s*(,\s*[A-Za-z0-9+/]{43}=\s*)*)?$/, "must be comma separated 32-byte base64 keys")
     .optional(),
-  MAX_BODY_BYTES: z.coerce.number().int().min(1).max(1_073_741_824).default(1_048_576),
-  RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(1200),
+  MAX_BODY_BYTES: envInt(1, 1_073_741_824).default(1_048_576),
+  RATE_LIMIT_PER_MINUTE: envInt(0, 1_000_000).default(1200),
   /** Failed authentications (401) per client address and minute before it is refused with 429; 0: no limit. */
-  AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(0).max(1_000_000).default(60),
+  AUTH_FAILURES_PER_MINUTE: envInt(0, 1_000_000).default(60),
   /** Live subscriptions one caller may hold open on a replica, over graphql-ws and SSE together; 0: no limit. */
-  SUBSCRIPTIONS_PER_CALLER: z.coerce.number().int().min(0).max(1_000_000).default(1000),
-  REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1).max(3_600_000).default(30_000),
-  PIPELINE_STEP_MS: z.coerce.number().int().min(0).max(600_000).default(1500),
+  SUBSCRIPTIONS_PER_CALLER: envInt(0, 1_000_000).default(1000),
+  REQUEST_TIMEOUT_MS: envInt(1, 3_600_000).default(30_000),
+  PIPELINE_STEP_MS: envInt(0, 600_000).default(1500),
   PIPELINE_WORKER: z.enum(["on", "off"]).default("on"),
   /** How long a claimed step stays a worker's without renewal: how soon a crashed process's steps run again. */
-  PIPELINE_LEASE_MS: z.coerce.number().int().min(1).max(3_600_000).default(10_000),
+  PIPELINE_LEASE_MS: envInt(1, 3_600_000).default(10_000),
   /**
    * A step the service stopped in this many times while running it alone (a build that takes the
    * process down with it) fails its revision instead of running again; 0: never.
    */
-  PIPELINE_CRASH_LIMIT: z.coerce.number().int().min(0).max(1_000).default(2),
-  DEPLOYMENT_DOMAIN: z.string().min(1).default("deployments.localhost"),
+  PIPELINE_CRASH_LIMIT: envInt(0, 1_000).default(2),
+  DEPLOYMENT_DOMAIN: z.string().regex(HOST_NAME, "must be a host name such as deployments.example.com").default("deployments.localhost"),
   /** The cloud provider this installation runs on; named in the messages that depend on it. */
   CLOUD_PROVIDER: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}$/, "must be a short name such as aws or gcp").optional(),
   /** off where the provider cannot run internal image builds: internal_container revisions are refused (400). */
@@ -75,17 +91,17 @@ const envSchema = z.object({
    */
   PUBLIC_URL: httpUrl("an http(s) URL such as https://deploy.example.com").optional(),
   /** Revision log lines older than this many days are deleted by the pipeline workers' sweep. */
-  LOG_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  LOG_RETENTION_DAYS: envInt(1, 3650).default(30),
   /** on: OAuth provider endpoints may be http:// (a provider on this machine); https only otherwise. */
   OAUTH_ALLOW_HTTP: z.enum(["on", "off"]).default("off"),
   /** How long a user has to authorize at the provider once a flow starts. */
-  OAUTH_FLOW_TTL_SECONDS: z.coerce.number().int().min(10).max(86_400).default(600),
+  OAUTH_FLOW_TTL_SECONDS: envInt(10, 86_400).default(600),
   /**
    * Prometheus metrics (GET /metrics) on a port of their own, on HOST, never on the API's port:
    * a port number (default 9464), 0 for any free port (the URL is logged), or off.
    */
   METRICS_PORT: z
-    .union([z.literal("off"), z.coerce.number().int().min(0).max(65535)], { error: "must be a port number, 0 (any free port) or off" })
+    .union([z.literal("off"), envInt(0, 65535)], { error: "must be a port number, 0 (any free port) or off" })
     .default(9464),
 });
 

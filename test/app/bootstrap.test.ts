@@ -267,6 +267,22 @@ describe.skipIf(skipDatabaseIndependent)("loadConfig", () => {
     expect(() => loadConfig({ BOOTSTRAP_TENANT_ID: randomUUID() })).toThrow(/BOOTSTRAP_TENANT_ID: requires BOOTSTRAP_API_KEY/);
   });
 
+  it("reads a number setting only from decimal digits: empty (read as 0, a limit turned off), hex or exponent is refused", () => {
+    const numbers = ["PORT", "METRICS_PORT", "AUTH_FAILURES_PER_MINUTE", "RATE_LIMIT_PER_MINUTE", "SUBSCRIPTIONS_PER_CALLER", "PIPELINE_STEP_MS", "DATABASE_START_WAIT_MS", "MAX_BODY_BYTES"];
+    for (const name of numbers) {
+      for (const value of ["", " ", "0x46B4", "1e2", "1.5", "+5"]) {
+        const says = name === "METRICS_PORT" ? "must be a port number, 0 \\(any free port\\) or off" : "must be a whole number in decimal digits";
+        expect(() => loadConfig({ [name]: value }), `${name}=${JSON.stringify(value)}`).toThrow(new RegExp(`${name}: ${says}`));
+      }
+    }
+    expect(loadConfig({ PORT: " 8081 ", AUTH_FAILURES_PER_MINUTE: "0", METRICS_PORT: "off" })).toMatchObject({ port: 8081, limits: { authFailuresPerMinute: 0 }, metricsPort: null });
+  });
+
+  it("takes a DEPLOYMENT_DOMAIN that is a host name, nothing else", () => {
+    for (const domain of ["not a domain/x?y", "a..b", "-a.b", "a_b.c", "https://x.y"]) expect(() => loadConfig({ DEPLOYMENT_DOMAIN: domain }), domain).toThrow(/DEPLOYMENT_DOMAIN: must be a host name/);
+    expect(loadConfig({ DEPLOYMENT_DOMAIN: "agents.example.com" }).deploymentDomain).toBe("agents.example.com");
+  });
+
   it("npm start refuses a bad setting with the message on stderr and exit code 2", async () => {
     const run = promisify(execFile);
     const err = await run(...serverCommand(), {
