@@ -49,14 +49,21 @@ export class SecretBox {
 
 const keyId = (key: Buffer) => createHash("sha256").update(key).digest("hex").slice(0, 8);
 
+/** The key from SECRETS_KEY (base64), or else the data directory's; null when neither exists. */
+export function existingSecretsKey(configured: string | undefined, dataDir: string): Buffer | null {
+  if (configured) return Buffer.from(configured, "base64");
+  const file = join(dataDir, "secrets.key");
+  return existsSync(file) ? Buffer.from(readFileSync(file, "utf8").trim(), "base64") : null;
+}
+
 /**
  * The key from SECRETS_KEY (base64), or else one generated once into the data directory with mode
  * 0600 and reused on every later start.
  */
 export function loadSecretsKey(configured: string | undefined, dataDir: string): Buffer {
-  if (configured) return Buffer.from(configured, "base64");
+  const existing = existingSecretsKey(configured, dataDir);
+  if (existing) return existing;
   const file = join(dataDir, "secrets.key");
-  if (existsSync(file)) return Buffer.from(readFileSync(file, "utf8").trim(), "base64");
   mkdirSync(dataDir, { recursive: true });
   const key = randomBytes(32);
   writeFileSync(file, `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" });

@@ -430,3 +430,40 @@ describe.skipIf(skipDatabaseIndependent)("`npm run secrets:rotate` on the embedd
 });
 
 const readLock = (dataDir: string) => readFileSync(join(dataDir, LOCK_FILE), "utf8");
+
+describe.skipIf(skipDatabaseIndependent)("`npm run secrets:rotate`'s arguments and key", () => {
+  const rotate = (args: string[], env: Record<string, string>) =>
+    run("npm", ["run", "--silent", "secrets:rotate", "--", ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } }).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (err: { code: number; stdout: string; stderr: string }) => ({ code: err.code, stdout: err.stdout, stderr: err.stderr }),
+    );
+
+  it("takes no arguments: --help tells its usage, anything else is refused with it, and nothing runs", async () => {
+    const dataDir = seededDataDir("dcp-rotate-args-");
+    try {
+      const env = { DATA_DIR: dataDir, SECRETS_KEY: NEW.toString("base64") };
+      const help = await rotate(["--help"], env);
+      expect(help).toMatchObject({ code: 0, stdout: "" });
+      expect(help.stderr).toMatch(/^usage: npm run secrets:rotate\n/);
+      for (const args of [["--dry-run"], ["bogus"]]) {
+        const refused = await rotate(args, env);
+        expect(refused.code, args.join(" ")).toBe(2);
+        expect(refused.stderr, args.join(" ")).toContain("usage: npm run secrets:rotate");
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("never makes a key of its own: without SECRETS_KEY it needs the DATA_DIR's key, and refuses where there is none", async () => {
+    const dataDir = seededDataDir("dcp-rotate-nokey-");
+    try {
+      const refused = await rotate([], { DATA_DIR: dataDir, SECRETS_KEY_PREVIOUS: OLD.toString("base64") });
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(`SECRETS_KEY is not set and ${join(dataDir, "secrets.key")} does not exist`);
+      expect(existsSync(join(dataDir, "secrets.key"))).toBe(false);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
