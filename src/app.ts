@@ -20,7 +20,7 @@ import { type Database, openDatabase, type PGliteLease } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
 import { startRetry } from "./db/start-retry.js";
 import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.js";
-import { isDatabaseUnavailable } from "./core/prisma-errors.js";
+import { isDatabaseUnavailable, isRefusedForGood } from "./core/prisma-errors.js";
 import { Vacuum } from "./db/vacuum.js";
 import { createEventBus } from "./events/index.js";
 import { createGraphQLServer, type GraphQLServer } from "./graphql/server.js";
@@ -109,7 +109,8 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
   const db = await openDatabase(config.database, { pgliteSnapshot: options.pgliteSnapshot, pgliteLease: options.pgliteLease, logger });
   const migrations = await readMigrations();
   // PostgreSQL may not answer yet (starting, failing over): the steps that need it wait for it.
-  const step = startRetry({ transient: isDatabaseUnavailable, logger, waitMs: config.databaseStartWaitMs });
+  // One that answers but refuses for good (no such database, role or password) is not waited for.
+  const step = startRetry({ transient: (err) => isDatabaseUnavailable(err) && !isRefusedForGood(err), logger, waitMs: config.databaseStartWaitMs });
   logger.info({ known: migrations.length }, "applying migrations…");
   let applied: string[];
   try {
@@ -117,8 +118,9 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
   } catch (err) {
     await db.close().catch(() => {});
     if (config.database.kind === "postgres" && isDatabaseUnavailable(err)) {
+      const waited = isRefusedForGood(err) ? "" : `; waited ${config.databaseStartWaitMs} ms (DATABASE_START_WAIT_MS)`;
       throw new StartupError(
-        `cannot connect to the database at DATABASE_URL=${redactUrl(config.database.url)} (${err instanceof Error ? err.message.split("\n")[0] : String(err)}); waited ${config.databaseStartWaitMs} ms (DATABASE_START_WAIT_MS)`,
+        `cannot connect to the database at DATABASE_URL=${redactUrl(config.database.url)} (${err instanceof Error ? err.message.split("\n")[0] : String(err)})${waited}`,
       );
     }
     throw err;

@@ -63,6 +63,21 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
   return isDatabaseUnavailable(e.cause, depth + 1) || isDatabaseUnavailable(meta?.driverAdapterError, depth + 1);
 }
 
+/**
+ * SQLSTATEs of a server that answers but refuses the connection for good: the database does not
+ * exist (3D000), the role or its password is not accepted (28000, 28P01). Waiting changes nothing.
+ */
+const SQLSTATE_REFUSED_FOR_GOOD = new Set(["3D000", "28000", "28P01"]);
+
+/** Whether err (at any depth of cause) is a connection the server refuses for good (SQLSTATE_REFUSED_FOR_GOOD). */
+export function isRefusedForGood(err: unknown, depth = 0): boolean {
+  if (typeof err !== "object" || err === null || depth > 5) return false;
+  const e = err as Record<string, unknown>;
+  for (const code of [e.code, e.originalCode]) if (typeof code === "string" && SQLSTATE_REFUSED_FOR_GOOD.has(code)) return true;
+  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
+  return isRefusedForGood(e.cause, depth + 1) || isRefusedForGood(meta?.driverAdapterError, depth + 1);
+}
+
 /** How long both faces tell a client to wait before retrying when the database is lost (Retry-After). */
 export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
 

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { type ChildProcessWithoutNullStreams, execFile, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -250,4 +251,23 @@ describe.skipIf(skipDatabaseIndependent)("start-up", { timeout: 240_000 }, () =>
     expect(result.stderr + result.stdout).not.toContain("hunter2");
     expect(result.stderr).not.toMatch(/\n\s+at /);
   });
+});
+
+// A PostgreSQL server that answers, but refuses for good: no wait for it to come (DATABASE_START_WAIT_MS is for one that starts).
+describe.skipIf(!process.env.TEST_DATABASE_URL)("a PostgreSQL server that refuses the database for good", () => {
+  it("stops at once, in one line, when the database does not exist (not after DATABASE_START_WAIT_MS)", async () => {
+    const url = new URL(process.env.TEST_DATABASE_URL!);
+    url.pathname = `/dcp_no_such_database_${randomUUID().slice(0, 8)}`;
+    const startedAt = Date.now();
+    const result = await startMain({ DATABASE_URL: url.href, DATABASE_START_WAIT_MS: "120000", DATA_DIR: tempDir() });
+    expect(result.code).toBe(1);
+    // Well under the two minutes it would have retried for (the start-up itself takes a few seconds on a loaded machine).
+    expect(Date.now() - startedAt).toBeLessThan(60_000);
+    const failure = result.stderr.split("\n").filter((l) => l.startsWith("failed to start"));
+    expect(failure).toHaveLength(1);
+    expect(failure[0]).toContain(`cannot connect to the database at DATABASE_URL=`);
+    expect(failure[0]).toMatch(/does not exist/);
+    expect(failure[0]).not.toContain("waited");
+    expect(result.stderr).not.toContain("retrying");
+  }, 90_000);
 });
