@@ -58,6 +58,9 @@ export interface WorkerOptions {
   onStep?: (status: string, outcome: string, seconds: number) => void;
 }
 
+/** The longest pause between claims while they fail: a step due is taken up at most this late once the database is back. */
+const MAX_CLAIM_PAUSE_MS = 2_000;
+
 export const defaultWorkerOptions = (): WorkerOptions => ({
   pollMs: 100,
   leaseMs: 10_000,
@@ -98,6 +101,8 @@ export interface WorkerStats {
 export class PipelineWorker {
   readonly options: WorkerOptions;
   readonly stats: WorkerStats = { claimed: 0, committed: 0, skipped: 0, waiting: 0, lost: 0, errors: 0 };
+  /** Claims that failed in a row (a database outage): the pause before the next grows with them. */
+  private claimFailures = 0;
   private readonly work: RevisionWork;
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
   /** Leases a failed step could not give back (the database was lost): tried again before each claim (giveBack). */
@@ -182,10 +187,15 @@ export class PipelineWorker {
         try {
           // Just now without a database ourselves: the leases run out meanwhile are an outage's, not deaths.
           claimed = await this.work.leases.claim(free, { countCrashes: Date.now() - this.troubleAt > this.options.leaseMs });
+          if (this.claimFailures > 0) this.logger.info({ failed_attempts: this.claimFailures }, "pipeline: claiming due steps works again");
+          this.claimFailures = 0;
         } catch (err) {
           this.stats.errors++;
           this.noteTrouble(err);
-          this.logger.warn({ err }, "pipeline: claiming due steps failed; retrying");
+          // The first of a run of failures is told (an outage would otherwise be a warning every poll).
+          if (this.claimFailures++ === 0) {
+            this.logger.warn({ reason: err instanceof Error ? err.message : String(err) }, "pipeline: claiming due steps failed; retrying, less often while it fails");
+          }
         }
       }
       let started = 0;
@@ -194,7 +204,7 @@ export class PipelineWorker {
         started = await this.launch(claimed);
       }
       // A full batch may mean more is due: look again at once; otherwise sleep until a step finishes.
-      if (started === 0 || started < free) await this.sleep(this.options.pollMs);
+      if (started === 0 || started < free) await this.sleep(this.pollPause());
     }
   }
 
@@ -334,6 +344,12 @@ export class PipelineWorker {
       this.unreleased.set(revisionId, back);
       return false;
     }
+  }
+
+  /** The pause before the next claim: pollMs, doubled for each claim that failed in a row, at most MAX_CLAIM_PAUSE_MS. */
+  private pollPause(): number {
+    if (this.claimFailures === 0) return this.options.pollMs;
+    return Math.min(this.options.pollMs * 2 ** Math.min(this.claimFailures, 16), Math.max(MAX_CLAIM_PAUSE_MS, this.options.pollMs));
   }
 
   private noteTrouble(err: unknown): void {

@@ -137,6 +137,26 @@ describe.skipIf(!adminUrl)("database faults", () => {
     expect(retried.status).toBe(201);
     expect(retried.headers.get("idempotent-replayed")).toBeNull();
   });
+
+  it("has the pipeline worker wait longer between claims while the database is gone, saying so once, and once when it is back", async () => {
+    const worker = t.app.worker!;
+    const said = (what: string) => t.guard.logLines.filter((line) => line.includes(what));
+    const failedBefore = said("claiming due steps failed").length;
+    const errorsBefore = worker.stats.errors;
+    await admin.query(`ALTER DATABASE "${dbName}" ALLOW_CONNECTIONS false`);
+    try {
+      await terminate();
+      // Five failed claims in a row: with no pause between them (the worker polls every 100 ms) that was half a second.
+      await eventually(() => expect(worker.stats.errors - errorsBefore).toBeGreaterThanOrEqual(5), { timeoutMs: 60_000 });
+      const lines = said("claiming due steps failed").slice(failedBefore);
+      expect(lines).toHaveLength(1);
+      expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, reason: expect.any(String) });
+      expect(lines[0]).not.toMatch(/\\n\s+at /);
+    } finally {
+      await admin.query(`ALTER DATABASE "${dbName}" ALLOW_CONNECTIONS true`);
+    }
+    await eventually(() => expect(said("claiming due steps works again")).toHaveLength(1), { timeoutMs: 60_000 });
+  });
 });
 
 describe("errors of an unreachable database", () => {
