@@ -287,7 +287,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
         },
       }) as Server;
       await new Promise<void>((resolve, reject) => {
-        server!.once("error", reject);
+        server!.once("error", (err) => reject(listenProblem("PORT", config.host, config.port, err)));
         server!.listen(config.port, config.host, () => resolve());
       });
       // graphql-ws shares the port: it answers the HTTP upgrade on /graphql.
@@ -301,7 +301,9 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
         try {
           ({ server: metricsServer, url: metricsUrl } = await serveMetrics(metrics, config.metricsPort, config.host));
         } catch (err) {
-          throw new Error(`METRICS_PORT: could not serve metrics on ${config.host}:${config.metricsPort} (${err instanceof Error ? err.message : String(err)}); choose another port, 0 for any free one, or off`);
+          const problem = listenProblem("METRICS_PORT", config.host, config.metricsPort, err);
+          if (problem instanceof StartupError) throw problem;
+          throw new Error(`METRICS_PORT: could not serve metrics on ${config.host}:${config.metricsPort} (${problem.message}); choose another port, 0 for any free one, or off`);
         }
         logger.info({ metrics: metricsUrl }, "metrics served");
       }
@@ -353,6 +355,27 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
 }
 
 /** A database URL without its password, for messages. */
+/**
+ * Why the service could not listen, as one line naming the setting to change (StartupError): the
+ * port in use, not allowed, or HOST not an address of this machine; any other error as it is.
+ */
+function listenProblem(setting: "PORT" | "METRICS_PORT", host: string, port: number, err: unknown): Error {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  const where = `${host}:${port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return new StartupError(`${setting}=${port}: ${where} is in use by another process`);
+    case "EACCES":
+      return new StartupError(`${setting}=${port}: this user may not listen on ${where} (ports under 1024 need privileges)`);
+    case "EADDRNOTAVAIL":
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new StartupError(`HOST=${host}: not an address of this machine (${code})`);
+    default:
+      return err instanceof Error ? err : new Error(String(err));
+  }
+}
+
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);

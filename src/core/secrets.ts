@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { StartupError } from "../db/data-dir-lock.js";
 
 /** A secret as stored: its name and its value's ciphertext. */
 export interface StoredSecret {
@@ -53,7 +54,10 @@ const keyId = (key: Buffer) => createHash("sha256").update(key).digest("hex").sl
 export function existingSecretsKey(configured: string | undefined, dataDir: string): Buffer | null {
   if (configured) return Buffer.from(configured, "base64");
   const file = join(dataDir, "secrets.key");
-  return existsSync(file) ? Buffer.from(readFileSync(file, "utf8").trim(), "base64") : null;
+  if (!existsSync(file)) return null;
+  const key = Buffer.from(readFileSync(file, "utf8").trim(), "base64");
+  if (key.length !== 32) throw new StartupError(`${file} does not hold a secrets key (32 bytes, base64): restore the service's key there, or set SECRETS_KEY`);
+  return key;
 }
 
 /**

@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { type ChildProcessWithoutNullStreams, execFile, spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -26,15 +28,14 @@ afterAll(() => {
 });
 
 /** The server's entry point (serverCommand), as a second process would start it; resolves when it exits. */
-async function startMain(env: Record<string, string>) {
+/** Runs the server to its end with these settings (`unset`: settings left out, SECRETS_KEY among them). */
+async function startMain(env: Record<string, string>, unset: string[] = []) {
   const base: NodeJS.ProcessEnv = { ...process.env };
   for (const name of ["DATABASE_URL", "TEST_DATABASE_URL", "DATA_DIR", "PORT"]) delete base[name];
+  const settings: NodeJS.ProcessEnv = { ...base, HOST: "127.0.0.1", PORT: "0", METRICS_PORT: "off", SECRETS_KEY: TEST_SECRETS_KEY, LOG_LEVEL: "info", ...env };
+  for (const name of unset) delete settings[name];
   try {
-    const { stdout, stderr } = await run(...serverCommand(), {
-      cwd: ROOT,
-      env: { ...base, HOST: "127.0.0.1", PORT: "0", METRICS_PORT: "off", SECRETS_KEY: TEST_SECRETS_KEY, LOG_LEVEL: "info", ...env },
-      timeout: 120_000,
-    });
+    const { stdout, stderr } = await run(...serverCommand(), { cwd: ROOT, env: settings, timeout: 120_000 });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };
@@ -249,6 +250,62 @@ describe.skipIf(skipDatabaseIndependent)("start-up", { timeout: 240_000 }, () =>
     expect(failure).toHaveLength(1);
     expect(failure[0]).toContain("cannot connect to the database at DATABASE_URL=postgres://dcp:***@127.0.0.1:1/nowhere");
     expect(result.stderr + result.stdout).not.toContain("hunter2");
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe.skipIf(skipDatabaseIndependent)("start-up that fails, or is stopped", { timeout: 240_000 }, () => {
+  it("stops cleanly on SIGTERM during the embedded database's first start, leaving a DATA_DIR that starts", async () => {
+    const dataDir = tempDir();
+    const base: NodeJS.ProcessEnv = { ...process.env };
+    for (const name of ["DATABASE_URL", "TEST_DATABASE_URL", "PORT"]) delete base[name];
+    const child = reaped(
+      spawn(...serverCommand(), {
+        cwd: ROOT,
+        env: { ...base, HOST: "127.0.0.1", PORT: "0", METRICS_PORT: "off", DATA_DIR: dataDir, SECRETS_KEY: TEST_SECRETS_KEY, LOG_LEVEL: "info" },
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
+    );
+    let output = "";
+    const opening = new Promise<void>((resolve) =>
+      child.stdout!.on("data", (chunk: Buffer) => {
+        output += chunk.toString("utf8");
+        if (output.includes("opening the embedded database")) resolve();
+      }),
+    );
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString("utf8")));
+    const exited = new Promise<number | string>((resolve) => child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")));
+    await opening;
+    // While PGlite writes its first files: killed there, it left a folder no later start could open.
+    child.kill("SIGTERM");
+    expect(await exited, output).toBe(0);
+    expect(output).not.toMatch(/\n\s+at /);
+    const again = await spawnServer({ DATA_DIR: dataDir, SECRETS_KEY: TEST_SECRETS_KEY }, 180_000);
+    expect(await again.kill("SIGTERM")).toBe(0);
+  });
+
+  it("names PORT, in one line, when the port is in use", async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const result = await startMain({ DATABASE_URL: "memory://", PORT: String(port), DATA_DIR: tempDir() });
+      expect(result.code).toBe(1);
+      const failure = result.stderr.split("\n").filter((l) => l.startsWith("failed to start"));
+      expect(failure).toEqual([`failed to start: PORT=${port}: 127.0.0.1:${port} is in use by another process`]);
+      expect(result.stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      taken.close();
+    }
+  });
+
+  it("names the key file, in one line, when DATA_DIR/secrets.key is not a key", async () => {
+    const dataDir = tempDir();
+    writeFileSync(join(dataDir, "secrets.key"), "not a key\n");
+    const result = await startMain({ DATABASE_URL: "memory://", DATA_DIR: dataDir }, ["SECRETS_KEY"]);
+    expect(result.code).toBe(1);
+    const failure = result.stderr.split("\n").filter((l) => l.startsWith("failed to start"));
+    expect(failure).toEqual([`failed to start: ${join(dataDir, "secrets.key")} does not hold a secrets key (32 bytes, base64): restore the service's key there, or set SECRETS_KEY`]);
     expect(result.stderr).not.toMatch(/\n\s+at /);
   });
 });
