@@ -135,7 +135,15 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
       },
       // A stream that fails mid-way (its database read failed) ends with an error message: masked
       // too. Errors without an original (validation) are sent as they are, but for extensions.http.
-      onError: (_ctx, _id, _payload, errors) => errors.map((e) => withoutHttp(e.originalError ? mask(e) : e)),
+      onError: (ctx, _id, _payload, errors) => {
+        // Sending a result failed because the client went away (its socket reset or closed): nothing
+        // more arrives there, and it is the client's doing, not a lost database (ECONNRESET).
+        if (errors.some((e) => isWriteError(e.originalError))) {
+          logger.info({ reason: errors[0]?.message }, "graphql-ws: the client went away while a result was sent");
+          return errors.map(withoutHttp);
+        }
+        return errors.map((e) => withoutHttp(e.originalError ? mask(e) : e));
+      },
       onSubscribe: async (ctx, _id, payload) => {
         const taken = limits.request(callers.get(ctx.extra.socket) ?? "");
         if (!taken.ok) return [rateLimited(limits.ratePerMinute, taken.retryAfterSeconds)];
@@ -216,6 +224,9 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
     },
   };
 }
+
+/** A socket's own write failing (EPIPE, ECONNRESET on "write"): Node's system error, which no database error is unwrapped to here. */
+const isWriteError = (err: unknown): boolean => typeof err === "object" && err !== null && (err as NodeJS.ErrnoException).syscall === "write";
 
 /** A document of several operations without an operationName (or with one it does not define). */
 const UNRESOLVED_OPERATION = new GraphQLError("Could not determine what operation to execute.", { extensions: { code: "OPERATION_RESOLUTION_FAILURE" } });
