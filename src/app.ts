@@ -16,7 +16,7 @@ import { FolderBlobStore } from "./core/blobs/folder.js";
 import { Registry } from "./core/registry/index.js";
 import { TokenSigner } from "./core/registry/signer.js";
 import { BuildInputs } from "./pipeline/build-inputs.js";
-import { type Database, openDatabase, type PGliteLease } from "./db/client.js";
+import { type Database, openDatabase, type PGliteLease, redactUrl } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
 import { startRetry } from "./db/start-retry.js";
 import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.js";
@@ -373,15 +373,5 @@ function listenProblem(setting: "PORT" | "METRICS_PORT", host: string, port: num
       return new StartupError(`HOST=${host}: not an address of this machine (${code})`);
     default:
       return err instanceof Error ? err : new Error(String(err));
-  }
-}
-
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = "***";
-    return u.toString();
-  } catch {
-    return "(unparseable)";
   }
 }

@@ -1,7 +1,8 @@
 import { existsSync } from "node:fs";
 import type { Config } from "../../src/config.js";
-import { type Database, openDatabase } from "../../src/db/client.js";
+import { type Database, openDatabase, redactUrl } from "../../src/db/client.js";
 import { lockDataDir, StartupError } from "../../src/db/data-dir-lock.js";
+import { isDatabaseUnavailable } from "../../src/core/prisma-errors.js";
 
 /**
  * How long one statement of a script may go unanswered, instead of the service's 20 s: the rotation
@@ -31,6 +32,14 @@ export async function openScriptDatabase(config: Config, command: string): Promi
     lock?.release();
     throw err;
   }
+  if (config.database.kind === "postgres") {
+    try {
+      await refuseForeignDatabase(db, config.database.url);
+    } catch (err) {
+      await db.close().catch(() => undefined);
+      throw err;
+    }
+  }
   return {
     db,
     async close() {
@@ -41,4 +50,24 @@ export async function openScriptDatabase(config: Config, command: string): Promi
       }
     },
   };
+}
+
+/**
+ * The PostgreSQL database at DATABASE_URL, as a script may act on it: one the service has run on (its
+ * migrations table is there). Another (mistyped, or a new one) is refused and left as it was, rather
+ * than given the service's tables; one that cannot be reached is said in one line.
+ */
+async function refuseForeignDatabase(db: Database, url: string): Promise<void> {
+  let rows: { migrated: boolean }[];
+  try {
+    rows = await db.sql.query<{ migrated: boolean }>(`SELECT to_regclass('public._prisma_migrations') IS NOT NULL AS migrated`);
+  } catch (err) {
+    if (!isDatabaseUnavailable(err)) throw err;
+    throw new StartupError(`cannot connect to the database at DATABASE_URL=${redactUrl(url)} (${err instanceof Error ? err.message.split("\n")[0] : String(err)})`);
+  }
+  if (!rows[0]?.migrated) {
+    throw new StartupError(
+      `DATABASE_URL=${redactUrl(url)} holds no control plane database (the service has never run on it): start the service on it once, or set DATABASE_URL to the service's.`,
+    );
+  }
 }

@@ -234,3 +234,14 @@ function pgSql(queryable: pg.Pool | pg.PoolClient, queryTimeoutMs?: number): Sql
     },
   };
 }
+
+/** A database URL as it may be shown (logs, messages): its password masked. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(unparseable)";
+  }
+}

@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -10,6 +11,7 @@ import { hashApiKey } from "../../src/core/auth.js";
 import { createWorkspace } from "../../src/core/workspaces.js";
 import { createLogger } from "../../src/logger.js";
 import { createTestDatabase, seededDataDir, startTestApp, TEST_SECRETS_KEY, type TestApp } from "../support/app.js";
+import { adminQuery, withDatabase } from "../support/global-setup.js";
 import { waitFor } from "../support/wait.js";
 import { endOf, subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
 import { createDeployment } from "../graphql/support.js";
@@ -103,6 +105,17 @@ describe("API keys", { timeout: 180_000 }, () => {
       const elsewhere = (...args: string[]) => run("npm", ["run", "-s", "keys", "--", ...args], { cwd: ROOT, env: { ...env, DATA_DIR: nowhere } });
       await expect(elsewhere("list")).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining(`There is no database in DATA_DIR ${nowhere}`) });
       expect(existsSync(nowhere)).toBe(false);
+    } else {
+      // The same for a PostgreSQL database the service has never run on: refused, and left empty.
+      const template = inject("pgTemplate")!;
+      const empty = `dcp_keys_empty_${randomUUID().replace(/-/g, "").slice(0, 12)}`;
+      await adminQuery(template.adminUrl, `CREATE DATABASE ${empty}`);
+      const emptyUrl = withDatabase(template.adminUrl, empty);
+      const elsewhere = (...args: string[]) => run("npm", ["run", "-s", "keys", "--", ...args], { cwd: ROOT, env: { ...env, DATABASE_URL: emptyUrl } });
+      await expect(elsewhere("list")).rejects.toMatchObject({ code: 1, stderr: expect.stringContaining("holds no control plane database") });
+      const tables = await adminQuery(emptyUrl, `SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'`);
+      expect(tables).toEqual([{ n: 0 }]);
+      await adminQuery(template.adminUrl, `DROP DATABASE ${empty}`);
     }
 
     // A workspace, as the first start makes.
