@@ -37,7 +37,7 @@ const envSchema = z.object({
   HOST: z.string().min(1).default("127.0.0.1"),
   DATABASE_URL: z
     .string()
-    .refine((v) => v === "memory://" || /^postgres(ql)?:\/\//.test(v), {
+    .refine((v) => v === "memory://" || (/^postgres(ql)?:\/\//.test(v) && URL.canParse(v)), {
       message: "must be memory:// or a postgres:// URL",
     })
     .optional(),

@@ -61,15 +61,20 @@ class Held extends Error {
  *   taking over will have the folder; a guard left by a process that died holding it is stale
  *   in turn, and taken over the same way (under a guard of its own).
  */
+/** What the file system says of a DATA_DIR that is not a folder this process may write in. */
+const UNUSABLE_FOLDER = new Set(["EACCES", "EPERM", "EROFS", "EEXIST", "ENOTDIR", "ENOSPC"]);
+
 export function lockDataDir(dataDir: string, command: string): DataDirLock {
-  mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, LOCK_FILE);
   const content: LockContent = { pid: process.pid, started: new Date().toISOString(), command };
   let tookOverFrom: number | null = null;
   try {
+    mkdirSync(dataDir, { recursive: true });
     const replaced = claim(path, `${JSON.stringify(content)}\n`);
     tookOverFrom = replaced === null ? null : (parse(replaced).pid ?? null);
   } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code && UNUSABLE_FOLDER.has(code)) throw new StartupError(`DATA_DIR=${dataDir}: cannot be made a folder or written in (${code})`);
     if (!(err instanceof Held)) throw err;
     const { pid, command: what, started } = err.holder;
     // A holder of the take-over guard is about to have the folder: it found the lock stale too.

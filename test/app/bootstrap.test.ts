@@ -227,6 +227,8 @@ describe.skipIf(skipDatabaseIndependent)("loadConfig", () => {
     expect(loadConfig({ DATABASE_URL: "memory://" }).database).toEqual({ kind: "pglite", dataDir: null });
     expect(loadConfig({ DATABASE_URL: "postgres://u@h:5432/d" }).database).toEqual({ kind: "postgres", url: "postgres://u@h:5432/d" });
     expect(loadConfig({ DATABASE_URL: "postgresql://h/d" }).database).toEqual({ kind: "postgres", url: "postgresql://h/d" });
+    // A URL that does not parse is refused by name here, not by the driver later with its stack.
+    expect(() => loadConfig({ DATABASE_URL: "postgres://[bad" })).toThrow(/DATABASE_URL: must be memory:\/\/ or a postgres:\/\/ URL/);
     expect(loadConfig({ DATA_DIR: "/var/dcp" }).database).toEqual({ kind: "pglite", dataDir: "/var/dcp/pglite" });
   });
 

@@ -299,6 +299,18 @@ describe.skipIf(skipDatabaseIndependent)("start-up that fails, or is stopped", {
     }
   });
 
+  it("names DATA_DIR, in one line, when it cannot be made or written in", async () => {
+    const file = join(tempDir(), "a-file");
+    writeFileSync(file, "not a folder\n");
+    for (const [dataDir, code] of [[file, "EEXIST"], [join(file, "below"), "ENOTDIR"]] as const) {
+      const result = await startMain({ DATA_DIR: dataDir }, ["DATABASE_URL"]);
+      expect(result.code, dataDir).toBe(1);
+      const failure = result.stderr.split("\n").filter((l) => l.startsWith("failed to start"));
+      expect(failure, dataDir).toEqual([`failed to start: DATA_DIR=${dataDir}: cannot be made a folder or written in (${code})`]);
+      expect(result.stderr).not.toMatch(/\n\s+at /);
+    }
+  });
+
   it("names the key file, in one line, when DATA_DIR/secrets.key is not a key", async () => {
     const dataDir = tempDir();
     writeFileSync(join(dataDir, "secrets.key"), "not a key\n");
