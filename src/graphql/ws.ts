@@ -135,15 +135,7 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
       },
       // A stream that fails mid-way (its database read failed) ends with an error message: masked
       // too. Errors without an original (validation) are sent as they are, but for extensions.http.
-      onError: (ctx, _id, _payload, errors) => {
-        // Sending a result failed because the client went away (its socket reset or closed): nothing
-        // more arrives there, and it is the client's doing, not a lost database (ECONNRESET).
-        if (errors.some((e) => isWriteError(e.originalError))) {
-          logger.info({ reason: errors[0]?.message }, "graphql-ws: the client went away while a result was sent");
-          return errors.map(withoutHttp);
-        }
-        return errors.map((e) => withoutHttp(e.originalError ? mask(e) : e));
-      },
+      onError: (_ctx, _id, _payload, errors) => operationErrors(errors, mask, logger),
       onSubscribe: async (ctx, _id, payload) => {
         const taken = limits.request(callers.get(ctx.extra.socket) ?? "");
         if (!taken.ok) return [rateLimited(limits.ratePerMinute, taken.retryAfterSeconds)];
@@ -227,6 +219,20 @@ export function attachWebSocket(server: Server, yoga: GraphQLServer, core: Core,
 
 /** A socket's own write failing (EPIPE, ECONNRESET on "write"): Node's system error, which no database error is unwrapped to here. */
 const isWriteError = (err: unknown): boolean => typeof err === "object" && err !== null && (err as NodeJS.ErrnoException).syscall === "write";
+
+/**
+ * The errors an operation ends with (graphql-ws's onError), as sent: masked, but for an error that
+ * only says that sending a result failed because the client went away (its socket reset or closed,
+ * graphql-ws reports it here too). Nothing more arrives there, and it is the client's doing, not a
+ * lost database, which its ECONNRESET would otherwise be taken for: logged at info.
+ */
+export function operationErrors(errors: readonly GraphQLError[], mask: (error: GraphQLError) => GraphQLError, logger: Logger): GraphQLError[] {
+  if (errors.some((e) => isWriteError(e.originalError))) {
+    logger.info({ reason: errors[0]?.message }, "graphql-ws: the client went away while a result was sent");
+    return errors.map(withoutHttp);
+  }
+  return errors.map((e) => withoutHttp(e.originalError ? mask(e) : e));
+}
 
 /** A document of several operations without an operationName (or with one it does not define). */
 const UNRESOLVED_OPERATION = new GraphQLError("Could not determine what operation to execute.", { extensions: { code: "OPERATION_RESOLUTION_FAILURE" } });
