@@ -44,6 +44,9 @@ class Held extends Error {
   }
 }
 
+/** What the file system says of a DATA_DIR that is not a folder this process may write in. */
+const UNUSABLE_FOLDER = new Set(["EACCES", "EPERM", "EROFS", "EEXIST", "ENOTDIR", "ENOSPC"]);
+
 /**
  * One process per DATA_DIR: embedded PGlite cannot share its folder, and a second process that
  * tried would abort inside PGlite (`RuntimeError: Aborted()`). The lock is a pid file; a second
@@ -61,9 +64,6 @@ class Held extends Error {
  *   taking over will have the folder; a guard left by a process that died holding it is stale
  *   in turn, and taken over the same way (under a guard of its own).
  */
-/** What the file system says of a DATA_DIR that is not a folder this process may write in. */
-const UNUSABLE_FOLDER = new Set(["EACCES", "EPERM", "EROFS", "EEXIST", "ENOTDIR", "ENOSPC"]);
-
 export function lockDataDir(dataDir: string, command: string): DataDirLock {
   const path = join(dataDir, LOCK_FILE);
   const content: LockContent = { pid: process.pid, started: new Date().toISOString(), command };
