@@ -16,7 +16,7 @@ import { FolderBlobStore } from "./core/blobs/folder.js";
 import { Registry } from "./core/registry/index.js";
 import { TokenSigner } from "./core/registry/signer.js";
 import { BuildInputs } from "./pipeline/build-inputs.js";
-import { type Database, openDatabase, type PGliteLease, redactUrl } from "./db/client.js";
+import { type Database, openDatabase, type PGliteLease, unreachableDatabase } from "./db/client.js";
 import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
 import { startRetry } from "./db/start-retry.js";
 import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.js";
@@ -119,9 +119,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
     await db.close().catch(() => {});
     if (config.database.kind === "postgres" && isDatabaseUnavailable(err)) {
       const waited = isRefusedForGood(err) ? "" : `; waited ${config.databaseStartWaitMs} ms (DATABASE_START_WAIT_MS)`;
-      throw new StartupError(
-        `cannot connect to the database at DATABASE_URL=${redactUrl(config.database.url)} (${err instanceof Error ? err.message.split("\n")[0] : String(err)})${waited}`,
-      );
+      throw new StartupError(unreachableDatabase(config.database.url, err, waited));
     }
     throw err;
   }

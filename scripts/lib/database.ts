@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import type { Config } from "../../src/config.js";
-import { type Database, openDatabase, redactUrl } from "../../src/db/client.js";
+import { type Database, openDatabase, redactUrl, unreachableDatabase } from "../../src/db/client.js";
 import { lockDataDir, StartupError } from "../../src/db/data-dir-lock.js";
 import { isDatabaseUnavailable } from "../../src/core/prisma-errors.js";
 
@@ -63,7 +63,7 @@ async function refuseForeignDatabase(db: Database, url: string): Promise<void> {
     rows = await db.sql.query<{ migrated: boolean }>(`SELECT to_regclass('public._prisma_migrations') IS NOT NULL AS migrated`);
   } catch (err) {
     if (!isDatabaseUnavailable(err)) throw err;
-    throw new StartupError(`cannot connect to the database at DATABASE_URL=${redactUrl(url)} (${err instanceof Error ? err.message.split("\n")[0] : String(err)})`);
+    throw new StartupError(unreachableDatabase(url, err));
   }
   if (!rows[0]?.migrated) {
     throw new StartupError(

@@ -245,3 +245,8 @@ export function redactUrl(url: string): string {
     return "(unparseable)";
   }
 }
+
+/** Why a PostgreSQL database could not be reached, as one line naming DATABASE_URL (its password masked). */
+export function unreachableDatabase(url: string, err: unknown, more = ""): string {
+  return `cannot connect to the database at DATABASE_URL=${redactUrl(url)} (${err instanceof Error ? err.message.split("\n")[0] : String(err)})${more}`;
+}

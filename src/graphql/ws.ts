@@ -260,10 +260,15 @@ function refuseServerMessages(socket: WebSocket, logger: Logger): void {
   });
 }
 
+/** Where a message might be of a server's type: only such text is parsed here (graphql-ws parses every message itself). */
+const SERVER_TYPE_TEXT = /"(connection_ack|next|error)"/;
+
 /** A message's `type`, or undefined when it is not a JSON object (graphql-ws refuses those itself). */
 function messageType(data: RawData): unknown {
+  const text = String(data);
+  if (!SERVER_TYPE_TEXT.test(text)) return undefined;
   try {
-    const message: unknown = JSON.parse(String(data));
+    const message: unknown = JSON.parse(text);
     return typeof message === "object" && message !== null ? (message as { type?: unknown }).type : undefined;
   } catch {
     return undefined;
