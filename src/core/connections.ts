@@ -73,7 +73,7 @@ export class ConnectionService {
       });
     } catch (err) {
       if (isUniqueViolation(err)) {
-        throw conflict(`OAuth token '${input.oauth_token_id}' is already connected to agent '${agentId}'.`);
+        throw conflict(`OAuth token '${input.oauth_token_id}' is already connected to agent '${agentId}'.`, ["body", "oauth_token_id"]);
       }
       // The token was deleted after it was read: the insert waited for that deletion to commit.
       if (violatedForeignKey(err) === "agent_connections_oauth_token_id_fkey") throw notFound("OAuth token", input.oauth_token_id, ["body", "oauth_token_id"]);

@@ -110,7 +110,7 @@ export class DeploymentService {
       });
       return { ...deployment, latestRevision: revision };
     } catch (err) {
-      if (isUniqueViolation(err)) throw conflict(`A deployment named '${name}' already exists in this workspace.`);
+      if (isUniqueViolation(err)) throw conflict(`A deployment named '${name}' already exists in this workspace.`, input.name ? ["body", "name"] : ["body", "agent"]);
       throw err;
     }
   }

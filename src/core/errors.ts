@@ -50,6 +50,11 @@ export const notFound = (kind: string, id: string, loc?: ValidationIssue["loc"])
   return new CoreError("NOT_FOUND", message, loc ? [{ loc, type: "not_found", msg: message }] : []);
 };
 export const badRequest = (message: string) => new CoreError("BAD_REQUEST", message);
-export const conflict = (message: string) => new CoreError("CONFLICT", message);
+/**
+ * A change that clashes with an existing object. `loc` names the input field whose value is taken
+ * (["body", "name"]): GraphQL's userErrors name it; REST answers the message alone.
+ */
+export const conflict = (message: string, loc?: ValidationIssue["loc"]) =>
+  new CoreError("CONFLICT", message, loc ? [{ loc, type: "conflict", msg: message }] : []);
 export const invalid = (issues: ValidationIssue[]) =>
   new CoreError("VALIDATION", issues.map((i) => `${i.loc.join(".")}: ${i.msg}`).join("; "), issues);

@@ -86,7 +86,7 @@ export class InstallationService {
       });
     } catch (err) {
       if (isUniqueViolation(err)) {
-        throw conflict(`Installation ${input.installation_id} is already registered in this workspace.`);
+        throw conflict(`Installation ${input.installation_id} is already registered in this workspace.`, ["body", "installation_id"]);
       }
       throw err;
     }

@@ -47,7 +47,7 @@ export class ListenerService {
         },
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw conflict(`A listener with compute_id '${input.compute_id}' already exists.`);
+      if (isUniqueViolation(err)) throw conflict(`A listener with compute_id '${input.compute_id}' already exists.`, ["body", "compute_id"]);
       throw err;
     }
   }

@@ -209,4 +209,4 @@ export class ProviderService {
   }
 }
 
-const taken = (providerId: string) => conflict(`A provider with provider_id '${providerId}' already exists in this workspace.`);
+const taken = (providerId: string) => conflict(`A provider with provider_id '${providerId}' already exists in this workspace.`, ["body", "provider_id"]);

@@ -61,7 +61,10 @@ export type SubjectCheck = { kind: "request"; issues?: ValidationIssue[] } | { k
 export async function checkRevisionSubject(deps: CoreDeps, db: Tx, subject: RevisionSubject, how: SubjectCheck): Promise<void> {
   const refused = (message: string) => (how.kind === "redeploy" ? badRequest(`Revision ${how.revisionId} cannot be redeployed: ${message}`) : badRequest(message));
   refuseUnavailableBuild(deps, subject.source);
-  if (listenerRequired(subject)) throw refused(LISTENER_REQUIRED);
+  if (listenerRequired(subject)) {
+    if (how.kind === "redeploy") throw refused(LISTENER_REQUIRED);
+    throw new CoreError("BAD_REQUEST", LISTENER_REQUIRED, [{ loc: ["body", "source_config", "listener_id"], msg: LISTENER_REQUIRED, type: "value_error" }]);
+  }
   const issues = [...(how.kind === "request" ? (how.issues ?? []) : []), ...sourceRuleIssues(subject)];
   if (issues.length > 0) {
     if (how.kind === "request") throw invalid(issues);

@@ -116,8 +116,10 @@ export function userErrorsFrom(err: unknown, names: PathNames = {}): UserError[]
       const field = at ? fieldPath(at, names) : names.notFound ? [names.notFound] : null;
       return [{ field, message: err.message, code: "NOT_FOUND" }];
     }
-    case "CONFLICT":
-      return [{ field: null, message: err.message, code: "CONFLICT" }];
+    case "CONFLICT": {
+      const at = err.issues[0]?.loc;
+      return [{ field: at ? fieldPath(at, names) : null, message: err.message, code: "CONFLICT" }];
+    }
     case "UPSTREAM":
       // Refused by a server elsewhere, not by this service: the mutation's outcome, as REST's 502 is.
       // An error instead would null the whole payload, and with it the mutations before it in the document.

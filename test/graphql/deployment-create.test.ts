@@ -205,7 +205,7 @@ describe("deploymentCreate", () => {
     const res = await gqlOk(t, ws.apiKey, DEPLOYMENT_CREATE, { input: { name: "taken", source: "INTERNAL_CONTAINER" } });
     expect(res.deploymentCreate).toEqual({
       deployment: null,
-      userErrors: [{ field: null, message: expect.stringContaining("taken"), code: "CONFLICT" }],
+      userErrors: [{ field: ["input", "name"], message: expect.stringContaining("taken"), code: "CONFLICT" }],
     });
   });
 
@@ -214,7 +214,7 @@ describe("deploymentCreate", () => {
       input: { name: "self-hosted", source: "EXTERNAL_CONTAINER", sourceRevisionConfig: { imageUri: "x/y:1" } },
     });
     expect(res.deploymentCreate.userErrors).toEqual([
-      { field: null, message: expect.stringContaining("'source_config.listener_id' is required"), code: "NOT_ALLOWED" },
+      { field: ["input", "sourceConfig", "listenerId"], message: expect.stringContaining("'source_config.listener_id' is required"), code: "NOT_ALLOWED" },
     ]);
   });
 
@@ -246,6 +246,19 @@ describe("deploymentCreate", () => {
         remoteReconciled: true,
       },
       userErrors: [],
+    });
+    // Named after its agent, a second deployment of the agent and environment is refused at the agent.
+    const again = await gqlOk(t, ws.apiKey, DEPLOYMENT_CREATE, {
+      input: {
+        source: "EXTERNAL_CONTAINER",
+        agent: { agentId: "support-bot", environment: "STAGING" },
+        sourceConfig: { listenerId: listener.listenerCreate.listener.uuid },
+        sourceRevisionConfig: { imageUri: "registry.example/bot:2" },
+      },
+    });
+    expect(again.deploymentCreate).toEqual({
+      deployment: null,
+      userErrors: [{ field: ["input", "agent"], message: expect.stringContaining("support-bot-staging"), code: "CONFLICT" }],
     });
   });
 });

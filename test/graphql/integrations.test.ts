@@ -33,7 +33,7 @@ describe("codehostInstallationRegister", () => {
     expect(rest.body).toEqual([{ id: res.codehostInstallation.uuid, installation_id: 4242, name: "acme" }]);
 
     const dup = (await gqlOk(t, ws.apiKey, REGISTER, { input })).codehostInstallationRegister;
-    expect(dup).toEqual({ codehostInstallation: null, userErrors: [{ field: null, message: expect.stringContaining("4242"), code: "CONFLICT" }] });
+    expect(dup).toEqual({ codehostInstallation: null, userErrors: [{ field: ["input", "installationId"], message: expect.stringContaining("4242"), code: "CONFLICT" }] });
   });
 
   it("names invalid fields", async () => {
@@ -89,7 +89,7 @@ describe("agent connections", () => {
     const stored = await storeToken(t, ws.apiKey);
     await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: stored.id } });
     const dup = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: stored.id } })).agentConnectionCreate;
-    expect(dup.userErrors).toEqual([{ field: null, message: expect.any(String), code: "CONFLICT" }]);
+    expect(dup.userErrors).toEqual([{ field: ["input", "oauthTokenId"], message: expect.any(String), code: "CONFLICT" }]);
     const unknown = (await gqlOk(t, ws.apiKey, CONNECT, { agent: "good-agent", input: { oauthTokenId: "github:made-up" } })).agentConnectionCreate;
     expect(unknown.userErrors).toEqual([{ field: ["input", "oauthTokenId"], message: "OAuth token ID github:made-up not found.", code: "NOT_FOUND" }]);
 

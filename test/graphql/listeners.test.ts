@@ -61,7 +61,7 @@ describe("listener mutations", () => {
     });
     await gqlOk(t, ws.apiKey, CREATE, { input: input("dup") });
     const dup = (await gqlOk(t, ws.apiKey, CREATE, { input: input("dup") })).listenerCreate;
-    expect(dup).toEqual({ listener: null, userErrors: [{ field: null, message: expect.stringContaining("dup"), code: "CONFLICT" }] });
+    expect(dup).toEqual({ listener: null, userErrors: [{ field: ["input", "computeId"], message: expect.stringContaining("dup"), code: "CONFLICT" }] });
 
     const listener = (await gqlOk(t, ws.apiKey, CREATE, { input: input("to-update") })).listenerCreate.listener;
     const badUpdate = (await gqlOk(t, ws.apiKey, UPDATE, { id: listener.id, input: { version: "" } })).listenerUpdate;

@@ -48,6 +48,21 @@ afterAll(async () => {
   await server?.close();
 });
 
+describe("providers over GraphQL", () => {
+  it("refuses a provider id taken in the workspace with a CONFLICT at providerId", async () => {
+    const again = await gqlOk(
+      t,
+      ws.apiKey,
+      `mutation($input: OAuthProviderCreateInput!) { oauthProviderCreate(input: $input) { oauthProvider { id } ${errors} } }`,
+      { input: { providerId: "idp", name: "IdP again", clientId: "another", authUrl: `${server.issuer}/auth`, tokenUrl: `${server.issuer}/token` } },
+    );
+    expect(again.oauthProviderCreate).toEqual({
+      oauthProvider: null,
+      userErrors: [{ field: ["input", "providerId"], message: expect.stringContaining("'idp' already exists"), code: "CONFLICT" }],
+    });
+  });
+});
+
 describe("flows over GraphQL", () => {
   it("starts a flow, follows it over graphql-ws and SSE until it completes, and shows the token without its value", async () => {
     const started = (await gqlOk(t, ws.apiKey, AUTHENTICATE, { input: { provider: "idp", scopes: ["openid", "email"] } })).oauthAuthenticate;
