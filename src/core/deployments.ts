@@ -30,6 +30,7 @@ import {
   toSourceConfig,
   toSourceRevisionConfig,
 } from "./schemas/source-config.js";
+import { claimCustomHost, customHost } from "./serving-hosts.js";
 import { fixedFieldIssues, type RevisionSubject } from "./schemas/source-rules.js";
 import type { DeploymentStatus, SourceConfigInput } from "./schemas/source.js";
 import { parseInput } from "./validation.js";
@@ -78,6 +79,8 @@ export class DeploymentService {
     };
     try {
       const { deployment, revision } = await commitThenPublish(this.door(tenant), async (tx) => {
+        const host = customHost(sourceConfig.custom_url);
+        await claimCustomHost(tx, id, host);
         await tx.deployment.create({
           data: {
             id,
@@ -98,6 +101,7 @@ export class DeploymentService {
             routeThroughGateway: snapshot.routeThroughGateway,
             tracerSessionId: randomUUID(),
             url: servingUrl(name, id, sourceConfig.custom_url, this.deps.deploymentDomain),
+            customHost: host,
             imageVersion: DEFAULT_IMAGE_VERSION,
             deploymentTier: TIER,
             computeTier: TIER,
@@ -171,11 +175,14 @@ export class DeploymentService {
         deployment_type: current.deploymentType as SourceConfig["deployment_type"],
       };
       await checkRevisionSubject(this.deps, tx, { ...snapshot, sourceConfig }, { kind: "redeploy", revisionId });
+      const host = customHost(sourceConfig.custom_url);
+      if (host !== current.customHost) await claimCustomHost(tx, id, host, undefined);
       await tx.deployment.update({
         where: { id },
         data: {
           sourceConfig: json(columnlessSourceConfig(sourceConfig)),
           url: servingUrl(current.name, id, sourceConfig.custom_url, this.deps.deploymentDomain),
+          customHost: host,
           secrets: json(snapshot.secrets),
           secretReferences: json(snapshot.secretReferences),
           shareable: snapshot.shareable,
@@ -227,9 +234,11 @@ export class DeploymentService {
       const nextConfig = overlay(currentConfig, shownUrlUnchanged(input.source_config, currentConfig, current.url));
       const revisionInputs = input.source_revision_config;
       const due = revisionDue(currentConfig, nextConfig, { force, sourceRevisionConfig: revisionInputs, secrets: input.secrets });
+      const host = customHost(nextConfig.custom_url);
       const data = {
         sourceConfig: json(columnlessSourceConfig(nextConfig)),
         url: servingUrl(current.name, id, nextConfig.custom_url, this.deps.deploymentDomain),
+        customHost: host,
         ...(sealed && { secrets: json(sealed) }),
         ...(input.secret_references && { secretReferences: json(input.secret_references) }),
         ...(input.shareable != null && { shareable: input.shareable }),
@@ -249,6 +258,7 @@ export class DeploymentService {
       const inherited = previous ? readSourceRevisionConfig(previous.sourceRevisionConfig) : emptySourceRevisionConfig();
       const subject: RevisionSubject = { source, sourceConfig: nextConfig, sourceRevisionConfig: overlay(inherited, revisionInputs) };
       await checkRevisionSubject(this.deps, tx, subject, { kind: "request" });
+      if (host !== current.customHost) await claimCustomHost(tx, id, host);
       const updated = await tx.deployment.update({ where: { id }, data });
       const { deployment, revision, events } = await this.revisions.createRecord(tx, current, {
         ...subject,

@@ -104,7 +104,7 @@ export function deploymentRoutes(deployments: DeploymentService) {
       const page = await deployments.list(c.var.tenant, queryParams(c, deploymentListQuerySchema));
       return c.json({ resources: page.resources.map(presentDeployment), offset: page.offset });
     }))
-    .post("/v2/deployments", describe({ tag, operationId: "create_deployment_v2_deployments_post", summary: "Create a deployment (and its first revision)", body: deploymentCreateSchema, idempotent: true, responses: { 201: { description: "The deployment", schema: deploymentSchema }, 400: refused("The source cannot be used here: a build this service cannot run, a self-hosted source without a listener, or an integration or listener not found"), 409: refused("A deployment of that name exists in the workspace") } }, async (c) => {
+    .post("/v2/deployments", describe({ tag, operationId: "create_deployment_v2_deployments_post", summary: "Create a deployment (and its first revision)", body: deploymentCreateSchema, idempotent: true, responses: { 201: { description: "The deployment", schema: deploymentSchema }, 400: refused("The source cannot be used here: a build this service cannot run, a self-hosted source without a listener, or an integration or listener not found"), 409: refused("A deployment of that name exists in the workspace, or the custom_url's host serves another deployment") } }, async (c) => {
       const deployment = await deployments.create(c.var.tenant, await readJson(c));
       return c.json(presentDeployment(deployment), 201);
     }))
@@ -117,7 +117,7 @@ export function deploymentRoutes(deployments: DeploymentService) {
       const { deployment_id } = pathParams(c, idParam);
       return c.json(presentDeployment(await deployments.get(c.var.tenant, deployment_id)));
     }))
-    .patch("/v2/deployments/:deployment_id", describe({ tag, operationId: "patch_deployment_v2_deployments__deployment_id__patch", summary: "Update a deployment (a new revision when its source changes)", params: idParam, body: deploymentUpdateSchema, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("A field that cannot change once created, a source that cannot be used, revision_source on a self-hosted deployment, or a deployment being deleted") } }, async (c) => {
+    .patch("/v2/deployments/:deployment_id", describe({ tag, operationId: "patch_deployment_v2_deployments__deployment_id__patch", summary: "Update a deployment (a new revision when its source changes)", params: idParam, body: deploymentUpdateSchema, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("A field that cannot change once created, a source that cannot be used, revision_source on a self-hosted deployment, or a deployment being deleted"), 409: refused("The custom_url's host serves another deployment") } }, async (c) => {
       const { deployment_id } = pathParams(c, idParam);
       return c.json(presentDeployment(await deployments.update(c.var.tenant, deployment_id, await readJson(c))));
     }))

@@ -47,7 +47,7 @@ export function revisionRoutes(services: { deployments: DeploymentService; revis
       const page = await revisions.list(c.var.tenant, deployment_id, queryParams(c, revisionListQuerySchema));
       return c.json({ resources: page.resources.map(presentRevision), offset: page.offset });
     }))
-    .post(base, describe({ tag, operationId: "create_deployment_revision", summary: "Create a revision (deploy)", params: deploymentParam, body: revisionCreateSchema, idempotent: true, responses: { 201: { description: "The revision", schema: revisionSchema }, 404: notFound, 400: refused("The revision cannot be made: a source that cannot be used, or a deployment being deleted") } }, async (c) => {
+    .post(base, describe({ tag, operationId: "create_deployment_revision", summary: "Create a revision (deploy)", params: deploymentParam, body: revisionCreateSchema, idempotent: true, responses: { 201: { description: "The revision", schema: revisionSchema }, 404: notFound, 400: refused("The revision cannot be made: a source that cannot be used, or a deployment being deleted"), 409: refused("The custom_url's host serves another deployment") } }, async (c) => {
       const { deployment_id } = pathParams(c, deploymentParam);
       const revision = await deployments.createRevision(c.var.tenant, deployment_id, await readJson(c));
       return c.json(presentRevision(revision), 201);
@@ -56,7 +56,7 @@ export function revisionRoutes(services: { deployments: DeploymentService; revis
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentRevision(await revisions.get(c.var.tenant, deployment_id, revision_id)));
     }))
-    .post(`${base}/:revision_id/redeploy`, describe({ tag, operationId: "redeploy_revision_v2_deployments__deployment_id__revisions__revision_id__redeploy_post", summary: "Redeploy a revision", params: revisionParams, idempotent: true, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("The revision cannot be redeployed: its source cannot be used now, or the deployment is being deleted") } }, async (c) => {
+    .post(`${base}/:revision_id/redeploy`, describe({ tag, operationId: "redeploy_revision_v2_deployments__deployment_id__revisions__revision_id__redeploy_post", summary: "Redeploy a revision", params: revisionParams, idempotent: true, responses: { 200: { description: "The deployment", schema: deploymentSchema }, 404: notFound, 400: refused("The revision cannot be redeployed: its source cannot be used now, or the deployment is being deleted"), 409: refused("The revision's custom_url has a host that serves another deployment now") } }, async (c) => {
       const { deployment_id, revision_id } = pathParams(c, revisionParams);
       return c.json(presentDeployment(await deployments.redeploy(c.var.tenant, deployment_id, revision_id)));
     }))

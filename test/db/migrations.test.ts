@@ -8,6 +8,7 @@ import { type Database, openDatabase, type Sql } from "../../src/db/client.js";
 import { migrate, MIGRATIONS_DIR, readMigrations } from "../../src/db/migrate.js";
 import { adminQuery, withDatabase } from "../support/global-setup.js";
 import { skipDatabaseIndependent } from "../support/database-independent.js";
+import { customHost } from "../../src/core/serving-hosts.js";
 
 /** The parts of Prisma's DMMF this test reads. */
 interface DmmfField {
@@ -443,6 +444,30 @@ describe.each(targets)("data migrations on a $name database", (target) => {
         { revision: r2, deployment: d1 },
         { revision: r3, deployment: d2 },
       ]);
+    } finally {
+      await drop();
+    }
+  }, 180_000);
+
+  it("gives the deployments stored before 20261207070000 their custom URL's host, as core reads it, duplicates kept", async () => {
+    const urls = [
+      "https://Agent.Example.com/x",
+      "http://user:pw@Host.example:8443/p?q=1#f",
+      "https://[::1]:8080/",
+      "https://host.example?x=1",
+      "https://host.example#top",
+      "https://agent.example.com",
+      null,
+    ];
+    const { sql, drop } = await acrossMigration(target, "20261207070000_deployment_custom_host", async (sql) => {
+      for (const [n, url] of urls.entries()) {
+        await insertFilled(sql, "deployments", { id: idOf(50 + n), workspace_id: WORKSPACE, name: `d${n}`, source_config: JSON.stringify(url === null ? {} : { custom_url: url }) });
+      }
+    });
+    try {
+      const hosts = await sql.query<{ custom_host: string | null }>(`SELECT custom_host FROM deployments ORDER BY id`);
+      expect(hosts.map((h) => h.custom_host)).toEqual(urls.map(customHost));
+      expect(urls.map(customHost)).toEqual(["agent.example.com", "host.example", "[::1]", "host.example", "host.example", "agent.example.com", null]);
     } finally {
       await drop();
     }

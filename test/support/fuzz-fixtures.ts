@@ -147,7 +147,8 @@ export async function makeFixtures(t: TestApp, secret = "fuzz-secret-value"): Pr
   };
   const update = {
     revision_source: "internal_source",
-    source_config: managedConfig,
+    // A host of its own: a host serves one deployment, and the creates above take managedConfig's.
+    source_config: { ...managedConfig, custom_url: "https://target.example.com" },
     source_revision_config: { framework_config_path: "agent.json", source_tarball_path: "uploads/a.tgz", repo_ref: "v2", image_uri: "r.example/a:2" },
     secrets, secret_references, shareable: false, route_through_gateway: true,
   };

@@ -68,7 +68,10 @@ export const SourceConfigRef = builder.objectRef<SourceConfigView>("SourceConfig
     integrationId: t.exposeID("integrationId", { nullable: true, description: "REST id of the code-hosting installation." }),
     repoUrl: t.exposeString("repoUrl", { nullable: true }),
     buildOnPush: t.exposeBoolean("buildOnPush", { nullable: true }),
-    customUrl: t.exposeString("customUrl", { nullable: true }),
+    customUrl: t.exposeString("customUrl", {
+      nullable: true,
+      description: "The custom URL the deployment is served at; null when none is set (Deployment.url is where it is served: REST's custom_url shows that instead).",
+    }),
     resourceSpec: t.expose("resourceSpec", { type: ResourceSpecRef, nullable: true }),
     listenerId: t.exposeID("listenerId", { nullable: true, description: "REST id of the listener (self-hosted)." }),
     listenerConfig: t.expose("listenerConfig", { type: ListenerConfig, nullable: true }),
