@@ -13,7 +13,10 @@ export const DELETING = "AWAITING_DELETE" as const;
 export async function markDeleting(deps: CoreDeps, tenant: Tenant, ids: string[]): Promise<string[]> {
   const { workspaceId } = tenant;
   const { found } = await commitThenPublish({ prisma: deps.data(tenant), events: deps.events }, async (tx) => {
-    const rows = await tx.deployment.findMany({ where: { id: { in: ids } }, select: { id: true } });
+    // Locked in id order, as finishDeleting locks them: bulk DELETEs of overlapping sets, in any
+    // order, wait for one another instead of deadlocking.
+    const rows = await tx.$queryRaw<{ id: string }[]>`
+      SELECT id FROM deployments WHERE id = ANY(${ids}::uuid[]) AND workspace_id = ${workspaceId}::uuid ORDER BY id FOR UPDATE`;
     const found = rows.map((d) => d.id);
     if (found.length > 0) {
       await tx.deployment.updateMany({ where: { id: { in: found } }, data: { status: DELETING } });

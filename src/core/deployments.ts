@@ -212,9 +212,10 @@ export class DeploymentService {
   private async remove(tenant: Tenant, ids: string[]): Promise<string[]> {
     // Through AWAITING_DELETE, published, before the rows go. Two transactions: should the second
     // never run (a crash, the database lost), the worker's DeletionSweeper finishes it after a grace period.
+    // The ids this request deleted: of DELETEs of one deployment at once, one deleted it, and the
+    // others find it gone (404, or missing in a bulk answer).
     const foundIds = await markDeleting(this.deps, tenant, ids);
-    await finishDeleting(this.deps, tenant, foundIds);
-    return foundIds;
+    return finishDeleting(this.deps, tenant, foundIds);
   }
 
   /**
