@@ -57,7 +57,14 @@ export function buildRoutes(core: Core) {
  * outside the global body limit: uploads have their own (200 MiB), counted as the body streams in.
  */
 export function uploadRoutes(core: Core) {
-  return new Hono().put("/uploads/:deployment_id/:file", describe({ tag, auth: "signed-url", summary: "Upload a source tarball to a signed URL", description: "The URL's expires and signature are the credential; the body is the gzipped tarball (at most 200 MiB).", params: uploadParams, query: uploadQuery, body: z.string(), bodyMedia: "application/gzip", responses: { 200: { description: "Stored", schema: z.object({ object_path: z.string(), size_bytes: z.number().int(), sha256: z.string() }) }, 403: { description: "The signature is wrong or has expired", schema: errorSchema }, 400: refused("A malformed X-Goog-Content-Length-Range, an upload smaller than it asks, or one cut short (the connection closed, or the body came too slowly)"), 404: refused("The deployment was deleted (before or while the body streamed in): nothing is stored"), 409: refused("This upload URL has been used already"), 415: refused("The body is not gzip, or its Content-Type is not application/gzip: nothing is stored") } }, async (c) => {
+  return new Hono()
+    // A refusal is answered before the body is read; the server then reads no more of it and closes
+    // the connection. Said in the answer, so that a client sends its next request on a new one.
+    .use("/uploads/*", async (c, next) => {
+      await next();
+      if (c.res.status >= 400) c.header("Connection", "close");
+    })
+    .put("/uploads/:deployment_id/:file", describe({ tag, auth: "signed-url", summary: "Upload a source tarball to a signed URL", description: "The URL's expires and signature are the credential; the body is the gzipped tarball (at most 200 MiB).", params: uploadParams, query: uploadQuery, body: z.string(), bodyMedia: "application/gzip", responses: { 200: { description: "Stored", schema: z.object({ object_path: z.string(), size_bytes: z.number().int(), sha256: z.string() }) }, 403: { description: "The signature is wrong or has expired", schema: errorSchema }, 400: refused("A malformed X-Goog-Content-Length-Range, an upload smaller than it asks, or one cut short (the connection closed, or the body came too slowly)"), 404: refused("The deployment was deleted (before or while the body streamed in): nothing is stored"), 409: refused("This upload URL has been used already"), 415: refused("The body is not gzip, or its Content-Type is not application/gzip: nothing is stored") } }, async (c) => {
     const length = c.req.header("content-length");
     const stored = await core.uploads.receive({
       objectPath: `uploads/${c.req.param("deployment_id")}/${c.req.param("file")}`,
