@@ -35,13 +35,20 @@ export const cleanMessage = (message: string): string => storableText(message, M
 /**
  * Appends lines to a revision's logs in one statement (SQL function append_revision_logs: the
  * deployment's writers take turns, so the logs' order is the order lines were committed in), or
- * nothing once the revision's status is one of `closedStatuses`. Returns how many were written.
+ * nothing once the revision's status is one of `closedStatuses`, or (given `leaseOwner`) once its
+ * lease is not that worker's. Returns how many were written.
  */
-export async function appendLines(db: PrismaClient | Tx, revisionId: string, lines: NewLogLine[], closedStatuses: readonly string[]): Promise<number> {
+export async function appendLines(
+  db: PrismaClient | Tx,
+  revisionId: string,
+  lines: NewLogLine[],
+  closedStatuses: readonly string[],
+  leaseOwner: string | null = null,
+): Promise<number> {
   if (lines.length === 0) return 0;
   const [row] = await db.$queryRaw<{ n: number }[]>`
     SELECT append_revision_logs(${revisionId}::uuid, ${lines.map((l) => l.kind)}::text[], ${lines.map((l) => l.level)}::text[],
-      ${lines.map((l) => cleanMessage(l.message))}::text[], ${[...closedStatuses]}::text[]) AS n`;
+      ${lines.map((l) => cleanMessage(l.message))}::text[], ${[...closedStatuses]}::text[], ${leaseOwner}::text) AS n`;
   return Number(row?.n ?? 0);
 }
 
@@ -117,11 +124,14 @@ export class LogWriter {
     private readonly logger: Logger,
   ) {}
 
-  /** Appends lines unless the revision has ended; never throws (a lost line must not fail a step). */
-  async append(target: LogTarget, lines: NewLogLine[]): Promise<number> {
+  /**
+   * Appends lines unless the revision has ended, or (given `leaseOwner`) its lease is another
+   * worker's; never throws (a lost line must not fail a step).
+   */
+  async append(target: LogTarget, lines: NewLogLine[], leaseOwner: string | null = null): Promise<number> {
     let written = 0;
     try {
-      written = await appendLines(this.deps.prisma, target.id, lines, CLOSED_STATUSES);
+      written = await appendLines(this.deps.prisma, target.id, lines, CLOSED_STATUSES, leaseOwner);
     } catch (err) {
       // The revision was deleted (with its deployment) while these were written: append_revision_logs
       // found it, and its insert's key check waited for the deletion to commit. Its lines went with
@@ -141,9 +151,12 @@ export class LogWriter {
     return written;
   }
 
-  /** A log for one step of a revision: lines go to `kind`, with the revision's secret values masked. */
-  stepLog(revision: Revision, kind: LogKind): StepLog {
-    return new StepLog(this, revision, kind, new SecretMask(this.deps.secrets, revision.secrets));
+  /**
+   * A log for one step of a revision: lines go to `kind`, with the revision's secret values masked,
+   * while the revision's lease is `leaseOwner`'s (the worker running the step).
+   */
+  stepLog(revision: Revision, kind: LogKind, leaseOwner: string | null): StepLog {
+    return new StepLog(this, revision, kind, new SecretMask(this.deps.secrets, revision.secrets), leaseOwner);
   }
 }
 
@@ -164,6 +177,8 @@ export class StepLog {
     private readonly target: LogTarget,
     readonly kind: LogKind,
     readonly mask: SecretMask,
+    /** Lines are written while the revision's lease is this worker's (null: regardless). */
+    private readonly leaseOwner: string | null,
   ) {}
 
   debug(message: string): void {
@@ -214,7 +229,7 @@ export class StepLog {
   private async drain(): Promise<void> {
     // Lines written in the same turn go together.
     await new Promise((resolve) => setImmediate(resolve));
-    while (this.pending.length > 0) await this.writer.append(this.target, this.pending.splice(0, MAX_BATCH));
+    while (this.pending.length > 0) await this.writer.append(this.target, this.pending.splice(0, MAX_BATCH), this.leaseOwner);
     this.writing = null;
   }
 }

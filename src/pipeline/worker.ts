@@ -288,7 +288,7 @@ export class PipelineWorker {
       const status = revision.status as RevisionStatus;
       const awaiting = status === "AWAITING_BUILD" ? this.inputs?.awaiting(revision) : null;
       if (awaiting) return this.count(await this.awaitSource(revision, awaiting));
-      stepLog = this.work.logs.stepLog(revision, logKindOf(status, routeFor(revision.source)));
+      stepLog = this.work.logs.stepLog(revision, logKindOf(status, routeFor(revision.source)), this.options.owner);
       let outcome: StepOutcome = await this.build({ revision, status, signal, log: stepLog });
       // What the revision refers to is checked as the create step ends, when it would be used.
       if (outcome.ok && revision.status === "CREATING") outcome = (await this.work.steps.checkReferences(revision)) ?? outcome;

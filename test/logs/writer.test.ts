@@ -18,7 +18,7 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 const revisionOf = (x: Target) => t.app.db.prisma.revision.findUniqueOrThrow({ where: { id: x.revisionId } });
-const stepLog = async (x: Target) => new LogWriter(t.app.deps, t.app.logger).stepLog(await revisionOf(x), "build");
+const stepLog = async (x: Target) => new LogWriter(t.app.deps, t.app.logger).stepLog(await revisionOf(x), "build", null);
 
 describe("a step's log", () => {
   it("masks the revision's secret values, plain, JSON-escaped or base64, but not values too short to find", async () => {
@@ -44,6 +44,26 @@ describe("a step's log", () => {
     log.info("after close");
     const messages = (await stored(t, x.revisionId)).slice(1).map((l) => l.message);
     expect(messages).toEqual([...Array.from({ length: 1200 }, (_, i) => `line ${i}`), "after a pause"]);
+  });
+
+  it("writes nothing once the step's lease is another worker's (a worker that stalled past it, taken over)", async () => {
+    const x = await newDeployment(t, ws.apiKey);
+    const writer = new LogWriter(t.app.deps, t.app.logger);
+    const leasedTo = async (owner: string) => {
+      await t.app.db.prisma.revision.update({ where: { id: x.revisionId }, data: { leaseOwner: owner, leaseUntil: new Date(Date.now() + 60_000) } });
+      return writer.stepLog(await revisionOf(x), "build", owner);
+    };
+    const stalled = await leasedTo("worker-a");
+    stalled.info("a: before it stalled");
+    await stalled.close();
+    const again = writer.stepLog(await revisionOf(x), "build", "worker-a");
+    const taker = await leasedTo("worker-b");
+    again.info("a: after its lease was taken over");
+    await again.close();
+    taker.info("b: the step again");
+    await taker.close();
+    const messages = (await stored(t, x.revisionId)).slice(1).map((l) => l.message);
+    expect(messages).toEqual(["a: before it stalled", "b: the step again"]);
   });
 
   it("keeps at most MAX_STEP_LINES lines of one step, and says how many it left out", async () => {
