@@ -145,6 +145,10 @@ export class UploadService {
   private async refusal(objectPath: string): Promise<CoreError> {
     const found = await this.deps.prisma.sourceUpload.findUnique({ where: { objectPath }, select: { status: true } });
     if (!found) return new CoreError("NOT_FOUND", `Upload ${objectPath} not found: its deployment was deleted.`);
+    if (found.status === "receiving") {
+      // A claim has no lease: one whose replica died mid-body stays until the URL is swept.
+      return conflict("Another PUT of this upload URL is receiving it, or its server stopped while it did: get a new URL with POST /v2/deployments/{deployment_id}/upload-url and PUT to that.");
+    }
     return conflict(`This upload URL has been used already (${found.status}): get a new one with POST /v2/deployments/{deployment_id}/upload-url.`);
   }
 

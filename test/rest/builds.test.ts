@@ -194,6 +194,21 @@ describe("POST /v2/deployments/{id}/upload-url and PUT <upload_url>", () => {
     expect(row).toEqual({ status: "stored", size_bytes: data.length });
   });
 
+  it("tells a PUT while another is receiving the upload (or its server stopped mid-way) to get a new URL", async () => {
+    const d = await deployment("internal_source");
+    const { url, object_path } = await issue(d.id);
+    // As a replica killed while it received the body leaves it.
+    await t.app.db.sql.query(`UPDATE source_uploads SET status = 'receiving' WHERE object_path = $1`, [object_path]);
+    const refused = await answer(await put(url.pathname + url.search, await tarball()));
+    expect(refused).toEqual({
+      status: 409,
+      body: {
+        detail:
+          "Another PUT of this upload URL is receiving it, or its server stopped while it did: get a new URL with POST /v2/deployments/{deployment_id}/upload-url and PUT to that.",
+      },
+    });
+  });
+
   it("stores an upload of several MiB (several chunks in a database store) and reads it back byte for byte", async () => {
     const d = await deployment("internal_source");
     const { url, object_path } = await issue(d.id);
