@@ -22,6 +22,7 @@ import { startRetry } from "./db/start-retry.js";
 import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.js";
 import { isDatabaseUnavailable, isRefusedForGood } from "./core/prisma-errors.js";
 import { Vacuum } from "./db/vacuum.js";
+import { KEY_CACHE_MS, KeyRecheck } from "./core/auth.js";
 import { createEventBus } from "./events/index.js";
 import { createGraphQLServer, type GraphQLServer } from "./graphql/server.js";
 import { graphqlRoute } from "./graphql/route.js";
@@ -54,6 +55,8 @@ export interface BuildOptions {
   pipeline?: Partial<WorkerOptions>;
   /** How often embedded PGlite is vacuumed (it has no autovacuum); default PGLITE_VACUUM_EVERY_MS. */
   vacuumEveryMs?: number;
+  /** How often the API keys in use are re-read for revocations whose event never came; default KEY_CACHE_MS. */
+  keyRecheckMs?: number;
   /**
    * When the pipeline worker starts: at once (an app used through fetch alone, as tests do), or once
    * start() has the server listening and /readyz has answered ready, or a second later (main.ts), so
@@ -164,6 +167,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
       subscriptionsPerCaller: config.limits.subscriptionsPerCaller,
     },
   );
+  const keyRecheck = new KeyRecheck(core.auth, logger.child({ component: "auth" })).start(options.keyRecheckMs ?? KEY_CACHE_MS);
 
   const boot = await step("bootstrap", () => bootstrap(db.prisma, config.bootstrap));
   if (boot.kind === "created" && boot.printKey) {
@@ -344,6 +348,7 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
           unsubscribe("http.server.response.finish", closeOnceAnswered);
         }
       }
+      await keyRecheck.stop();
       await events.close();
       await vacuum?.stop();
       await db.close();

@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { PrismaClient } from "../db/client.js";
 import { type EventBus, topics } from "../events/types.js";
 import type { Logger } from "../logger.js";
+import { PeriodicTask } from "../periodic.js";
 import { CoreError } from "./errors.js";
 import { isStorable } from "./validation.js";
 
@@ -76,7 +77,7 @@ interface KeyRecord {
   revokedAt: Date | null;
 }
 
-const KEY_CACHE_MS = 30_000;
+export const KEY_CACHE_MS = 30_000;
 /** Unknown keys are cached too (a guessing client must not reach the database each time), so bound it. */
 const CACHE_MAX = 10_000;
 /** Keys re-checked per statement after a resync of the bus. */
@@ -194,6 +195,16 @@ export class Authenticator {
     this.generation++;
     this.keyCache.clear();
     this.workspaceCache.clear();
+    return this.recheck();
+  }
+
+  /**
+   * Reads which of the keys let through here are revoked now, and handles each as if its revocation
+   * had been told. After a resync, and every KEY_CACHE_MS (KeyRecheck): a revocation whose event was
+   * never published (the process that revoked died, or lost the database, between its commit and
+   * its publish) would otherwise leave the key's sockets and streams open for ever.
+   */
+  recheck(attempts = RECHECK_ATTEMPTS): Promise<void> {
     if (this.rechecking) {
       this.recheckAgain = true;
       return this.rechecking;
@@ -202,7 +213,7 @@ export class Authenticator {
       try {
         do {
           this.recheckAgain = false;
-          await this.recheckAdmitted();
+          await this.recheckAdmitted(attempts);
         } while (this.recheckAgain);
       } finally {
         this.rechecking = null;
@@ -211,7 +222,7 @@ export class Authenticator {
     return this.rechecking;
   }
 
-  private async recheckAdmitted(): Promise<void> {
+  private async recheckAdmitted(attempts: number): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       try {
         const ids = [...this.admitted];
@@ -230,7 +241,7 @@ export class Authenticator {
         }
         return;
       } catch (err) {
-        if (attempt >= RECHECK_ATTEMPTS) throw err;
+        if (attempt >= attempts) throw err;
         await new Promise((resolve) => setTimeout(resolve, 1000 * 2 ** (attempt - 1)).unref());
       }
     }
@@ -254,7 +265,11 @@ export class Authenticator {
   private async fromApiKey(key: string, tenantId: string | null): Promise<Tenant> {
     const record = await this.keyRecord(hashApiKey(key));
     if (!record) throw unauthenticated("Invalid API key.");
-    if (record.revokedAt) throw unauthenticated(REVOKED_KEY_MESSAGE);
+    if (record.revokedAt) {
+      // Found revoked by a lookup before any event said so: what it has open here ends now.
+      if (this.admitted.has(record.id)) this.revoked(record.id);
+      throw unauthenticated(REVOKED_KEY_MESSAGE);
+    }
     this.admitted.add(record.id);
     this.rememberVerified(keyCredential(key), record.id, Infinity);
     const actor = keyActor(record.id);
@@ -331,5 +346,26 @@ export class Authenticator {
     if (generation !== this.generation) return organizationId;
     this.workspaceCache.set(id, { organizationId });
     return organizationId;
+  }
+}
+
+/**
+ * Re-reads the keys in use here every so often (Authenticator.recheck), for revocations whose event
+ * never came. One attempt a run: the next run is the retry.
+ */
+export class KeyRecheck extends PeriodicTask<void> {
+  constructor(
+    private readonly auth: Authenticator,
+    logger: Logger,
+  ) {
+    super("auth: re-check of the keys in use", logger);
+  }
+
+  protected async perform(): Promise<void> {
+    try {
+      await this.auth.recheck(1);
+    } catch (err) {
+      this.logger.warn({ reason: err instanceof Error ? err.message : String(err) }, "auth: could not re-check the keys in use for revocations; the next run tries again");
+    }
   }
 }

@@ -198,6 +198,36 @@ describe("a bearer token past its exp", { timeout: 90_000 }, () => {
   });
 });
 
+describe("a revocation whose event never came (its publish failed after the revocation committed)", { timeout: 90_000 }, () => {
+  it("still closes the key's sockets and ends its SSE streams, at the next re-check of the keys in use", async () => {
+    // Its own app: the keys in use are re-checked every 200 ms here (every 30 s by default).
+    const other = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" }, undefined, { keyRecheckMs: 200 });
+    const otherUrl = await other.app.start();
+    try {
+      const workspace = await other.workspace();
+      const id = (await createDeployment(other, workspace.apiKey)).id;
+      const { key, summary } = await other.app.core.apiKeys.create({ workspaceId: workspace.workspaceId });
+      const client = wsClient(otherUrl, key);
+      try {
+        const sub = subscribeWs(client, DEPLOYMENT_STATUS, { id });
+        sub.done.catch(() => {});
+        const sse = subscribeSse(other, key, DEPLOYMENT_STATUS, { id });
+        await waitFor(() => sub.messages.length === 1 && sse.messages.length === 1, Boolean, { what: "both subscriptions' current status" });
+        // Revoked in the database only: no event is published.
+        await other.app.db.prisma.apiKey.update({ where: { id: summary.id }, data: { revokedAt: new Date() } });
+        expect(await endOf(sub.done, "the socket closing")).toEqual({ code: 4401, reason: REVOKED });
+        expect(await endOf(sse.done, "the stream ending")).toBe("completed");
+        expect(sse.messages.at(-1)).toEqual({ errors: [expect.objectContaining({ message: REVOKED, extensions: { code: "UNAUTHENTICATED" } })] });
+        expect((await other.request("GET", "/v2/deployments", { key })).status).toBe(401);
+      } finally {
+        await client.dispose();
+      }
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe("a bearer token reaching its exp", { timeout: 90_000 }, () => {
   it("closes its graphql-ws socket (4401) and ends its SSE streams then, without waiting for another operation", async () => {
     // Long enough for both subscriptions to be live first on a loaded machine; the test waits it out.
