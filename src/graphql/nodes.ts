@@ -32,12 +32,19 @@ export function requireId(globalId: string, typename: string): string {
 
 export const globalIdOf = (typename: string, id: string) => encodeGlobalID(typename, id);
 
+/**
+ * A global id as the API gives it, or null. Only that spelling: another one of the same object (its
+ * uuid in capitals, other base64) would be a second id for it in a client's cache, whose refetch
+ * answered an id other than the one asked for.
+ */
 function decode(globalId: string): { typename: string; id: string } | null {
+  let decoded;
   try {
-    return decodeGlobalID(globalId);
+    decoded = decodeGlobalID(globalId);
   } catch {
     return null;
   }
+  return encodeGlobalID(decoded.typename, decoded.id) === globalId && decoded.id === decoded.id.toLowerCase() ? decoded : null;
 }
 
 /**
