@@ -34,6 +34,8 @@ export class CoreError extends Error {
     message: string,
     /** For VALIDATION: every problem found, all at once. */
     readonly issues: ValidationIssue[] = [],
+    /** How soon a retry may succeed, in seconds (REST's Retry-After), when that is known. */
+    readonly retryAfterSeconds: number | null = null,
   ) {
     super(message);
     this.name = "CoreError";

@@ -3,7 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
 import type { CoreDeps } from "./context.js";
 import type { Tenant } from "./auth.js";
-import { conflict, invalid, type ValidationIssue } from "./errors.js";
+import { CoreError, invalid, type ValidationIssue } from "./errors.js";
 import { isUniqueViolation } from "./prisma-errors.js";
 import { toFastApiIssue } from "./validation.js";
 
@@ -40,6 +40,9 @@ const keySchema = z
   .min(1)
   .max(255)
   .regex(/^[\x21-\x7e]+$/);
+
+/** When a duplicate that gave up waiting for the first request is told to retry (Retry-After). */
+const IN_PROGRESS_RETRY_SECONDS = 5;
 
 /** Expired keys are swept at most this often, by whichever claim comes along. */
 const PURGE_EVERY_MS = 60_000;
@@ -103,7 +106,7 @@ export class IdempotencyService {
         continue;
       }
       if (Date.now() + pause > deadline) {
-        throw conflict("A request with this Idempotency-Key is still being processed; retry it later.");
+        throw new CoreError("CONFLICT", "A request with this Idempotency-Key is still being processed; retry it later.", [], IN_PROGRESS_RETRY_SECONDS);
       }
       await sleep(pause);
     }

@@ -36,7 +36,7 @@ export function toErrorAnswer(err: unknown): ErrorAnswer | null {
   const status = STATUS[err.code];
   if (err.code === "VALIDATION") return { status, body: { detail: err.issues } };
   if (err.code === "UNAVAILABLE") return { status, body: { detail: err.message }, headers: { "Retry-After": String(UNAVAILABLE_RETRY_AFTER_SECONDS) } };
-  return { status, body: { detail: err.message } };
+  return { status, body: { detail: err.message }, ...(err.retryAfterSeconds !== null && { headers: { "Retry-After": String(err.retryAfterSeconds) } }) };
 }
 
 /**

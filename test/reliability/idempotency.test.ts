@@ -229,7 +229,8 @@ describe("IdempotencyService", () => {
   it("answers 409 when the first request is still running after the wait", async () => {
     expect(await service.claim(tenant, "wait-2", req)).toEqual({ kind: "fresh" });
     const err = await service.claim(tenant, "wait-2", req).catch((e: unknown) => e);
-    expect(toErrorAnswer(err)).toEqual({ status: 409, body: { detail: expect.stringContaining("still being processed") } });
+    // With when to retry, as a 503 says it.
+    expect(toErrorAnswer(err)).toEqual({ status: 409, body: { detail: expect.stringContaining("still being processed") }, headers: { "Retry-After": "5" } });
   });
 
   it("takes over a key whose first request died unfinished", async () => {
