@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { createHmac } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { z } from "zod";
@@ -5,6 +6,7 @@ import type { CoreDeps } from "./context.js";
 import type { Tenant } from "./auth.js";
 import { CoreError, invalid, type ValidationIssue } from "./errors.js";
 import { isUniqueViolation } from "./prisma-errors.js";
+import type { Tx } from "./publish.js";
 import { toFastApiIssue } from "./validation.js";
 
 /** A POST as the client sent it; only its keyed fingerprint is stored. */
@@ -43,6 +45,9 @@ const keySchema = z
 
 /** When a duplicate that gave up waiting for the first request is told to retry (Retry-After). */
 const IN_PROGRESS_RETRY_SECONDS = 5;
+
+/** The key of the request being run (IdempotencyService.run), for markApplied. */
+const running = new AsyncLocalStorage<{ workspaceId: string; key: string }>();
 
 /** Expired keys are swept at most this often, by whichever claim comes along. */
 const PURGE_EVERY_MS = 60_000;
@@ -100,6 +105,8 @@ export class IdempotencyService {
         return { kind: "replay", status: row.status, contentType: row.contentType, body: row.responseBody ?? "" };
       }
       if (now.getTime() - row.createdAt.getTime() > this.staleMs) {
+        // Its server stopped after the change committed, before it kept the answer: never twice.
+        if (row.appliedAt) throw answerLost();
         await db.idempotencyKey.deleteMany({
           where: { key, status: null, createdAt: row.createdAt },
         });
@@ -112,6 +119,15 @@ export class IdempotencyService {
     }
   }
 
+  /**
+   * Runs a fresh claim's request. A change it commits through commitThenPublish marks the key
+   * applied in the change's own transaction (markApplied): should its server stop before the answer
+   * is kept, a retry then knows the change was made, and does not make it again.
+   */
+  run<T>(tenant: Tenant, rawKey: string, request: () => Promise<T>): Promise<T> {
+    return running.run({ workspaceId: tenant.workspaceId, key: parseKey(rawKey) }, request);
+  }
+
   /** Stores the answer of a fresh claim, for its retries. */
   async complete(tenant: Tenant, key: string, answer: StoredAnswer): Promise<void> {
     await this.deps.data(tenant).idempotencyKey.updateMany({
@@ -120,9 +136,17 @@ export class IdempotencyService {
     });
   }
 
-  /** Gives a fresh claim up (the request failed on the server's side), so that a retry runs again. */
+  /**
+   * Gives a fresh claim up (the request failed on the server's side, or its answer is not to be kept),
+   * so that a retry runs again; unless its change was made (markApplied): its retries are then told
+   * that its answer was lost, as they would be after its server stopped.
+   */
   async release(tenant: Tenant, key: string): Promise<void> {
-    await this.deps.data(tenant).idempotencyKey.deleteMany({ where: { key, status: null } });
+    const db = this.deps.data(tenant);
+    const { count } = await db.idempotencyKey.deleteMany({ where: { key, status: null, appliedAt: null } });
+    if (count > 0) return;
+    const lost = answerLost();
+    await this.complete(tenant, key, { status: 409, contentType: "application/json", body: JSON.stringify({ detail: lost.message }) });
   }
 
   /**
@@ -142,6 +166,24 @@ export class IdempotencyService {
     await this.deps.prisma.idempotencyKey.deleteMany({ where: { expiresAt: { lte: new Date(now) } } });
   }
 }
+
+/**
+ * Within a change's transaction (commitThenPublish): when the change is made by a request with an
+ * Idempotency-Key (IdempotencyService.run), its key is marked applied, committing with the change.
+ */
+export async function markApplied(tx: Tx): Promise<void> {
+  const claim = running.getStore();
+  if (!claim) return;
+  await tx.$executeRaw`
+    UPDATE idempotency_keys SET applied_at = now()
+    WHERE workspace_id = ${claim.workspaceId}::uuid AND key = ${claim.key} AND status IS NULL AND applied_at IS NULL`;
+}
+
+const answerLost = () =>
+  new CoreError(
+    "CONFLICT",
+    "The request with this Idempotency-Key was carried out, but its answer was lost when the server handling it stopped; it is not run again. Look its result up instead.",
+  );
 
 function parseKey(raw: string): string {
   const result = keySchema.safeParse(raw, { reportInput: true });

@@ -1,6 +1,7 @@
 import type { Prisma } from "../generated/prisma/client.js";
 import type { DomainEvent, EventBus } from "../events/types.js";
 import type { CoreDeps } from "./context.js";
+import { markApplied } from "./idempotency.js";
 
 export type Tx = Prisma.TransactionClient;
 
@@ -15,7 +16,12 @@ export interface Told {
  * (never for a change that rolled back).
  */
 export async function commitThenPublish<T extends Told>(deps: Pick<CoreDeps, "prisma" | "events">, change: (tx: Tx) => Promise<T>): Promise<T> {
-  const result = await deps.prisma.$transaction(change);
+  const result = await deps.prisma.$transaction(async (tx) => {
+    const made = await change(tx);
+    // A request with an Idempotency-Key: its key says the change was made, committing with it.
+    await markApplied(tx);
+    return made;
+  });
   await publishEvents(deps.events, result.events);
   return result;
 }

@@ -43,7 +43,7 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
     }
 
     try {
-      await next();
+      await service.run(tenant, key, next);
     } catch (err) {
       await service.release(tenant, key).catch(() => {});
       throw err;

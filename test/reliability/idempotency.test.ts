@@ -4,6 +4,7 @@ import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Tenant } from "../../src/core/auth.js";
 import { IdempotencyService } from "../../src/core/idempotency.js";
+import { commitThenPublish } from "../../src/core/publish.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { toErrorAnswer } from "../../src/rest/errors.js";
 import { idempotency } from "../../src/middleware/idempotency.js";
@@ -206,6 +207,82 @@ describe("Idempotency-Key on POST", () => {
     const plainHash = createHash("sha256").update(JSON.stringify({ ...listener("fingerprint"), tracked_packages: [secret] })).digest("hex");
     expect(rows[0]!.fingerprint).not.toBe(plainHash);
     await t.assertNoLeaks();
+  });
+});
+
+describe("a request whose change was made but whose answer was never kept (its server stopped in between)", () => {
+  const LOST = {
+    detail:
+      "The request with this Idempotency-Key was carried out, but its answer was lost when the server handling it stopped; it is not run again. Look its result up instead.",
+  };
+
+  it("is not run again by a retry once its claim is stale: 409 says so, and nothing more is made", async () => {
+    const created = await t.request("POST", "/v2/deployments", {
+      key: ws.apiKey,
+      body: { name: "idem-lost", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } },
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    const send = () =>
+      t.request("POST", `/v2/deployments/${id}/revisions`, {
+        key: ws.apiKey,
+        body: { source_revision_config: { image_uri: "r.example/a:2" } },
+        headers: { "idempotency-key": "answer-lost" },
+      });
+    expect((await send()).status).toBe(201);
+    // As a replica killed after the change committed and before it kept the answer leaves the key,
+    // once the claim is past its staleness (60 s).
+    await t.app.db.sql.query(
+      `UPDATE idempotency_keys SET status = NULL, content_type = NULL, response_body = NULL, created_at = now() - interval '2 minutes' WHERE key = 'answer-lost'`,
+    );
+    for (let i = 0; i < 2; i++) {
+      const retry = await send();
+      expect(retry.status).toBe(409);
+      expect(retry.body).toEqual(LOST);
+    }
+    const revisions = await t.request("GET", `/v2/deployments/${id}/revisions?limit=100`, { key: ws.apiKey });
+    expect(revisions.body.resources).toHaveLength(2);
+  });
+
+  it("is not run again when it failed (5xx) after its change was made: retries are told at once", async () => {
+    const app = new Hono();
+    let calls = 0;
+    app.use("*", idempotency(t.app.core.idempotency, t.app.core.auth, t.app.logger));
+    app.post("/v2/made-then-failed", async (c) => {
+      calls++;
+      await commitThenPublish(t.app.deps, async () => ({ events: [] }));
+      return c.json({ detail: "failed after the change" }, 500);
+    });
+    const send = () =>
+      app.fetch(new Request("http://test/v2/made-then-failed", { method: "POST", headers: { "x-api-key": ws.apiKey, "idempotency-key": "made-then-failed" }, body: "{}" }));
+    expect((await send()).status).toBe(500);
+    const retry = await send();
+    expect(retry.status).toBe(409);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect(await retry.json()).toEqual(LOST);
+    expect(calls).toBe(1);
+  });
+
+  it("runs again when its server stopped before the change was made", async () => {
+    const created = await t.request("POST", "/v2/deployments", {
+      key: ws.apiKey,
+      body: { name: "idem-unmade", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } },
+    });
+    const id = created.body.id as string;
+    const send = () =>
+      t.request("POST", `/v2/deployments/${id}/revisions`, {
+        key: ws.apiKey,
+        body: { source_revision_config: { image_uri: "r.example/a:2" } },
+        headers: { "idempotency-key": "never-made" },
+      });
+    // A claim whose request died before its change: stale, and nothing applied.
+    const tenant = { organizationId: ws.organizationId, workspaceId: ws.workspaceId, actor: `api_key:${(await t.app.db.prisma.apiKey.findFirstOrThrow({ where: { workspaceId: ws.workspaceId } })).id}` };
+    expect((await t.app.core.idempotency.claim(tenant, "never-made", { method: "POST", path: `/v2/deployments/${id}/revisions`, body: JSON.stringify({ source_revision_config: { image_uri: "r.example/a:2" } }) })).kind).toBe("fresh");
+    await t.app.db.sql.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'never-made'`);
+    const retry = await send();
+    expect(retry.status, retry.text).toBe(201);
+    const revisions = await t.request("GET", `/v2/deployments/${id}/revisions?limit=100`, { key: ws.apiKey });
+    expect(revisions.body.resources).toHaveLength(2);
   });
 });
 
