@@ -6,7 +6,8 @@ import type { Tx } from "./publish.js";
  * not name a host another deployment (of any workspace) has as its custom URL's, nor one under
  * DEPLOYMENT_DOMAIN, where the service makes every deployment's URL itself (a custom URL there could
  * take a deployment's generated URL, or one a deployment will be given). Hosts compare as URL
- * parsing gives them: lower case, without port, user or path.
+ * parsing gives them (lower case, without port, user or path), and without a trailing dot, which
+ * names the same host in DNS.
  */
 
 const CUSTOM_URL_LOC = ["body", "source_config", "custom_url"];
@@ -14,7 +15,7 @@ const CUSTOM_URL_LOC = ["body", "source_config", "custom_url"];
 /** The host a custom URL is served at, or null without one (or one that does not parse: validation refuses those). */
 export function customHost(customUrl: string | null | undefined): string | null {
   if (!customUrl || !URL.canParse(customUrl)) return null;
-  return new URL(customUrl).hostname || null;
+  return new URL(customUrl).hostname.replace(/\.$/, "") || null;
 }
 
 /** The custom URL's host is under the deployment domain (the domain itself included). */

@@ -457,6 +457,7 @@ describe.each(targets)("data migrations on a $name database", (target) => {
       "https://host.example?x=1",
       "https://host.example#top",
       "https://agent.example.com",
+      "https://Dotted.example.com./p",
       null,
     ];
     const { sql, drop } = await acrossMigration(target, "20261207070000_deployment_custom_host", async (sql) => {
@@ -467,7 +468,7 @@ describe.each(targets)("data migrations on a $name database", (target) => {
     try {
       const hosts = await sql.query<{ custom_host: string | null }>(`SELECT custom_host FROM deployments ORDER BY id`);
       expect(hosts.map((h) => h.custom_host)).toEqual(urls.map(customHost));
-      expect(urls.map(customHost)).toEqual(["agent.example.com", "host.example", "[::1]", "host.example", "host.example", "agent.example.com", null]);
+      expect(urls.map(customHost)).toEqual(["agent.example.com", "host.example", "[::1]", "host.example", "host.example", "agent.example.com", "dotted.example.com", null]);
     } finally {
       await drop();
     }

@@ -44,7 +44,8 @@ describe("a custom_url's host serves one deployment", () => {
     const first = await create(a.apiKey, { custom_url: "https://agent.customer.example" });
     expect(first.status).toBe(201);
     const before = await count(b.apiKey);
-    for (const url of ["https://agent.customer.example", "https://AGENT.Customer.example/v2", "http://agent.customer.example:8443/x?y=1"]) {
+    // The host in any spelling DNS takes for the same name: capitals, a port, a path, a trailing dot.
+    for (const url of ["https://agent.customer.example", "https://AGENT.Customer.example/v2", "http://agent.customer.example:8443/x?y=1", "https://agent.customer.example./"]) {
       const res = await create(b.apiKey, { custom_url: url });
       expect(res.status, url).toBe(409);
       expect(res.body).toEqual(TAKEN);
@@ -104,7 +105,7 @@ describe("hosts under DEPLOYMENT_DOMAIN are the service's", () => {
     const other = await create(a.apiKey);
     const generated = other.body.source_config.custom_url as string;
     expect(generated).toMatch(/^https:\/\/srv-\d+-[0-9a-f]{8}\.apps\.example\.test$/);
-    for (const url of [generated, "https://api.apps.example.test", "https://APPS.example.test/x"]) {
+    for (const url of [generated, "https://api.apps.example.test", "https://APPS.example.test/x", "https://api.apps.example.test."]) {
       const res = await create(b.apiKey, { custom_url: url });
       expect(res.status, url).toBe(422);
       expect(res.body).toEqual(UNDER_DOMAIN(url));

@@ -2,12 +2,12 @@
 -- kept, lower case, where a new custom URL's host is looked up across workspaces. Deployments that
 -- already share a host keep it (nothing here fails on them); a new claim of that host is refused.
 -- Hosts of custom URLs set before this are read here as the service reads them (scheme, optional
--- user, then the host up to a port, path, query or fragment).
+-- user, then the host up to a port, path, query or fragment; a trailing dot left out).
 -- AlterTable
 ALTER TABLE "deployments" ADD COLUMN     "custom_host" TEXT;
 
 UPDATE "deployments"
-   SET "custom_host" = NULLIF(lower(substring("source_config"->>'custom_url' from '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?(\[[^]/?#]*\]|[^:/?#]*)')), '')
+   SET "custom_host" = NULLIF(regexp_replace(lower(substring("source_config"->>'custom_url' from '^[A-Za-z][A-Za-z0-9+.-]*://(?:[^@/?#]*@)?(\[[^]/?#]*\]|[^:/?#]*)')), '\.$', ''), '')
  WHERE "source_config"->>'custom_url' IS NOT NULL;
 
 -- CreateIndex
