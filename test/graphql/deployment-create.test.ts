@@ -224,18 +224,17 @@ describe("deploymentCreate", () => {
       ws.apiKey,
       `mutation { listenerCreate(input: {computeType: K8S, computeId: "edge-1", version: "1", computeConfig: {k8sNamespaces: ["default"]}}) { listener { id uuid } } }`,
     );
+    const input = {
+      source: "EXTERNAL_CONTAINER",
+      agent: { agentId: "support-bot", environment: "STAGING" },
+      sourceConfig: { listenerId: listener.listenerCreate.listener.uuid },
+      sourceRevisionConfig: { imageUri: "registry.example/bot:2" },
+    };
     const created = await gqlOk(
       t,
       ws.apiKey,
       `mutation($input: DeploymentCreateInput!) { deploymentCreate(input: $input) { deployment { name agent { agentId environment } listener { id } sourceConfig { listenerId } remoteReconciled } userErrors { message } } }`,
-      {
-        input: {
-          source: "EXTERNAL_CONTAINER",
-          agent: { agentId: "support-bot", environment: "STAGING" },
-          sourceConfig: { listenerId: listener.listenerCreate.listener.uuid },
-          sourceRevisionConfig: { imageUri: "registry.example/bot:2" },
-        },
-      },
+      { input },
     );
     expect(created.deploymentCreate).toEqual({
       deployment: {
@@ -248,14 +247,7 @@ describe("deploymentCreate", () => {
       userErrors: [],
     });
     // Named after its agent, a second deployment of the agent and environment is refused at the agent.
-    const again = await gqlOk(t, ws.apiKey, DEPLOYMENT_CREATE, {
-      input: {
-        source: "EXTERNAL_CONTAINER",
-        agent: { agentId: "support-bot", environment: "STAGING" },
-        sourceConfig: { listenerId: listener.listenerCreate.listener.uuid },
-        sourceRevisionConfig: { imageUri: "registry.example/bot:2" },
-      },
-    });
+    const again = await gqlOk(t, ws.apiKey, DEPLOYMENT_CREATE, { input });
     expect(again.deploymentCreate).toEqual({
       deployment: null,
       userErrors: [{ field: ["input", "agent"], message: expect.stringContaining("support-bot-staging"), code: "CONFLICT" }],

@@ -216,19 +216,22 @@ describe("a request whose change was made but whose answer was never kept (its s
       "The request with this Idempotency-Key was carried out, but its answer was lost when the server handling it stopped; it is not run again. Look its result up instead.",
   };
 
-  it("is not run again by a retry once its claim is stale: 409 says so, and nothing more is made", async () => {
+  /** A deployment, and the keyed create-revision a CI script retries. */
+  async function keyedRevision(name: string, idempotencyKey: string) {
     const created = await t.request("POST", "/v2/deployments", {
       key: ws.apiKey,
-      body: { name: "idem-lost", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } },
+      body: { name, source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } },
     });
     expect(created.status).toBe(201);
     const id = created.body.id as string;
-    const send = () =>
-      t.request("POST", `/v2/deployments/${id}/revisions`, {
-        key: ws.apiKey,
-        body: { source_revision_config: { image_uri: "r.example/a:2" } },
-        headers: { "idempotency-key": "answer-lost" },
-      });
+    const body = { source_revision_config: { image_uri: "r.example/a:2" } };
+    const send = () => t.request("POST", `/v2/deployments/${id}/revisions`, { key: ws.apiKey, body, headers: { "idempotency-key": idempotencyKey } });
+    const revisionCount = async () => (await t.request("GET", `/v2/deployments/${id}/revisions?limit=100`, { key: ws.apiKey })).body.resources.length;
+    return { id, body, send, revisionCount };
+  }
+
+  it("is not run again by a retry once its claim is stale: 409 says so, and nothing more is made", async () => {
+    const { send, revisionCount } = await keyedRevision("idem-lost", "answer-lost");
     expect((await send()).status).toBe(201);
     // As a replica killed after the change committed and before it kept the answer leaves the key,
     // once the claim is past its staleness (60 s).
@@ -240,8 +243,7 @@ describe("a request whose change was made but whose answer was never kept (its s
       expect(retry.status).toBe(409);
       expect(retry.body).toEqual(LOST);
     }
-    const revisions = await t.request("GET", `/v2/deployments/${id}/revisions?limit=100`, { key: ws.apiKey });
-    expect(revisions.body.resources).toHaveLength(2);
+    expect(await revisionCount()).toBe(2);
   });
 
   it("is not run again when it failed (5xx) after its change was made: retries are told at once", async () => {
@@ -264,25 +266,15 @@ describe("a request whose change was made but whose answer was never kept (its s
   });
 
   it("runs again when its server stopped before the change was made", async () => {
-    const created = await t.request("POST", "/v2/deployments", {
-      key: ws.apiKey,
-      body: { name: "idem-unmade", source: "internal_container", source_revision_config: { image_uri: "r.example/a:1" } },
-    });
-    const id = created.body.id as string;
-    const send = () =>
-      t.request("POST", `/v2/deployments/${id}/revisions`, {
-        key: ws.apiKey,
-        body: { source_revision_config: { image_uri: "r.example/a:2" } },
-        headers: { "idempotency-key": "never-made" },
-      });
+    const { id, body, send, revisionCount } = await keyedRevision("idem-unmade", "never-made");
     // A claim whose request died before its change: stale, and nothing applied.
     const tenant = { organizationId: ws.organizationId, workspaceId: ws.workspaceId, actor: `api_key:${(await t.app.db.prisma.apiKey.findFirstOrThrow({ where: { workspaceId: ws.workspaceId } })).id}` };
-    expect((await t.app.core.idempotency.claim(tenant, "never-made", { method: "POST", path: `/v2/deployments/${id}/revisions`, body: JSON.stringify({ source_revision_config: { image_uri: "r.example/a:2" } }) })).kind).toBe("fresh");
+    const claimed = await t.app.core.idempotency.claim(tenant, "never-made", { method: "POST", path: `/v2/deployments/${id}/revisions`, body: JSON.stringify(body) });
+    expect(claimed.kind).toBe("fresh");
     await t.app.db.sql.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'never-made'`);
     const retry = await send();
     expect(retry.status, retry.text).toBe(201);
-    const revisions = await t.request("GET", `/v2/deployments/${id}/revisions?limit=100`, { key: ws.apiKey });
-    expect(revisions.body.resources).toHaveLength(2);
+    expect(await revisionCount()).toBe(2);
   });
 });
 
