@@ -176,7 +176,7 @@ export class DeploymentService {
       };
       await checkRevisionSubject(this.deps, tx, { ...snapshot, sourceConfig }, { kind: "redeploy", revisionId });
       const host = customHost(sourceConfig.custom_url);
-      if (host !== current.customHost) await claimCustomHost(tx, id, host, undefined);
+      if (host !== current.customHost) await claimCustomHost(tx, id, host, null);
       await tx.deployment.update({
         where: { id },
         data: {

@@ -36,13 +36,13 @@ export function customUrlIssues(customUrl: string | null | undefined, domain: st
 /**
  * Within the transaction that gives the deployment its custom URL: refuses (409) a host another
  * deployment has. Claims of one host take turns (a transaction-scoped advisory lock on it), so that
- * two deployments asking for it at once cannot both see it free. `loc` is where the request said it
- * (a redeploy's comes from an earlier revision, and names no field).
+ * two deployments asking for it at once cannot both see it free. `loc` is where the request said it;
+ * null for a redeploy, whose URL comes from an earlier revision and names no field of its request.
  */
-export async function claimCustomHost(tx: Tx, deploymentId: string, host: string | null, loc: ValidationIssue["loc"] | undefined = CUSTOM_URL_LOC): Promise<void> {
+export async function claimCustomHost(tx: Tx, deploymentId: string, host: string | null, loc: ValidationIssue["loc"] | null = CUSTOM_URL_LOC): Promise<void> {
   if (host === null) return;
   await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${`custom-host:${host}`}, 0))`;
   // Across workspaces: a host is the platform's to route, not a workspace's.
   const taken = await tx.$queryRaw<unknown[]>`SELECT 1 FROM deployments WHERE custom_host = ${host} AND id <> ${deploymentId}::uuid LIMIT 1`;
-  if (taken.length > 0) throw conflict("The host of this custom_url serves another deployment already: choose another custom_url.", loc);
+  if (taken.length > 0) throw conflict("The host of this custom_url serves another deployment already: choose another custom_url.", loc ?? undefined);
 }

@@ -96,6 +96,10 @@ describe("a custom_url's host serves one deployment", () => {
     const redeploy = await t.request("POST", `/v2/deployments/${d.body.id}/revisions/${first}/redeploy`, { key: a.apiKey });
     expect(redeploy.status).toBe(409);
     expect(redeploy.body).toEqual(TAKEN);
+    // Over GraphQL the refusal names no field: the URL is the earlier revision's, not the mutation's.
+    const revisionId = Buffer.from(`Revision:${first}`).toString("base64");
+    const overGraphQL = await gqlOk(t, a.apiKey, `mutation($id: ID!) { revisionRedeploy(id: $id) { userErrors { field code message } } }`, { id: revisionId });
+    expect(overGraphQL.revisionRedeploy.userErrors).toEqual([{ field: null, code: "CONFLICT", message: TAKEN.detail }]);
     expect(await revisionCount(a.apiKey, d.body.id)).toBe(revisions);
   });
 });
