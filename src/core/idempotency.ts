@@ -182,7 +182,7 @@ export async function markApplied(tx: Tx): Promise<void> {
 const answerLost = () =>
   new CoreError(
     "CONFLICT",
-    "The request with this Idempotency-Key was carried out, but its answer was lost when the server handling it stopped; it is not run again. Look its result up instead.",
+    "The request with this Idempotency-Key was carried out, but its answer was lost (its server stopped or failed before answering); it is not run again. Look its result up instead.",
   );
 
 function parseKey(raw: string): string {

@@ -213,7 +213,7 @@ describe("Idempotency-Key on POST", () => {
 describe("a request whose change was made but whose answer was never kept (its server stopped in between)", () => {
   const LOST = {
     detail:
-      "The request with this Idempotency-Key was carried out, but its answer was lost when the server handling it stopped; it is not run again. Look its result up instead.",
+      "The request with this Idempotency-Key was carried out, but its answer was lost (its server stopped or failed before answering); it is not run again. Look its result up instead.",
   };
 
   /** A deployment, and the keyed create-revision a CI script retries. */
