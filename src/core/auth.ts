@@ -7,6 +7,7 @@ import { type EventBus, topics } from "../events/types.js";
 import type { Logger } from "../logger.js";
 import { PeriodicTask } from "../periodic.js";
 import { CoreError } from "./errors.js";
+import { isDatabaseUnavailable } from "./prisma-errors.js";
 import { isStorable } from "./validation.js";
 
 /** Who is calling, and the one workspace every core call of theirs is confined to. */
@@ -230,12 +231,8 @@ export class Authenticator {
           const batch = ids.slice(i, i + RECHECK_BATCH);
           const rows = await this.prisma.apiKey.findMany({ where: { id: { in: batch } }, select: { id: true, revokedAt: true } });
           const found = new Set(rows.map((r) => r.id));
-          // Deleted since: nothing more to check (its next use is refused as unknown).
-          for (const id of batch) {
-            if (found.has(id)) continue;
-            this.admitted.delete(id);
-            this.forgetVerifiedKey(id);
-          }
+          // Deleted since: as good as revoked (its next use is refused as unknown), and what it has open ends.
+          for (const id of batch) if (!found.has(id) && this.admitted.has(id)) this.revoked(id);
           // Unless its revocation was told meanwhile (and handled).
           for (const row of rows) if (row.revokedAt && this.admitted.has(row.id)) this.revoked(row.id);
         }
@@ -365,7 +362,8 @@ export class KeyRecheck extends PeriodicTask<void> {
     try {
       await this.auth.recheck(1);
     } catch (err) {
-      this.logger.warn({ reason: err instanceof Error ? err.message : String(err) }, "auth: could not re-check the keys in use for revocations; the next run tries again");
+      const reason = isDatabaseUnavailable(err) ? "the database is unavailable" : err instanceof Error ? err.message.trim() : String(err);
+      this.logger.warn({ reason }, "auth: could not re-check the keys in use for revocations; the next run tries again");
     }
   }
 }

@@ -222,6 +222,18 @@ describe("a revocation whose event never came (its publish failed after the revo
       } finally {
         await client.dispose();
       }
+      // A key deleted outright (by hand: npm run keys revokes) ends what it has open the same way.
+      const deleted = await other.app.core.apiKeys.create({ workspaceId: workspace.workspaceId });
+      const third = wsClient(otherUrl, deleted.key);
+      try {
+        const sub = subscribeWs(third, DEPLOYMENT_STATUS, { id });
+        sub.done.catch(() => {});
+        await waitFor(() => sub.messages.length, (n) => n === 1, { what: "the subscription's current status" });
+        await other.app.db.prisma.apiKey.delete({ where: { id: deleted.summary.id } });
+        expect(await endOf(sub.done, "the deleted key's socket closing")).toEqual({ code: 4401, reason: REVOKED });
+      } finally {
+        await third.dispose();
+      }
     } finally {
       await other.close();
     }
