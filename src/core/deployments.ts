@@ -30,7 +30,7 @@ import {
   toSourceConfig,
   toSourceRevisionConfig,
 } from "./schemas/source-config.js";
-import { claimCustomHost, customHost } from "./serving-hosts.js";
+import { claimCustomHost, customHost, customUrlIssues } from "./serving-hosts.js";
 import { fixedFieldIssues, type RevisionSubject } from "./schemas/source-rules.js";
 import type { DeploymentStatus, SourceConfigInput } from "./schemas/source.js";
 import { parseInput } from "./validation.js";
@@ -65,7 +65,8 @@ export class DeploymentService {
     const subject: RevisionSubject = { source: input.source, sourceConfig, sourceRevisionConfig };
     const name = input.name ?? (input.agent ? `${input.agent.agent_id}-${input.agent.environment}` : null);
     const missingName: ValidationIssue[] = name ? [] : [{ loc: ["body", "name"], type: "missing", msg: "Field required" }];
-    await checkRevisionSubject(this.deps, this.deps.data(tenant), subject, { kind: "request", issues: missingName });
+    const urlIssues = customUrlIssues(sourceConfig.custom_url, this.deps.deploymentDomain);
+    await checkRevisionSubject(this.deps, this.deps.data(tenant), subject, { kind: "request", issues: [...missingName, ...urlIssues] });
     if (!name) throw invalid(missingName); // reported above with the rules' issues; this narrows the type
 
     const id = randomUUID();
@@ -79,8 +80,7 @@ export class DeploymentService {
     };
     try {
       const { deployment, revision } = await commitThenPublish(this.door(tenant), async (tx) => {
-        const host = customHost(sourceConfig.custom_url);
-        await claimCustomHost(tx, id, host);
+        await claimCustomHost(tx, id, customHost(sourceConfig.custom_url));
         await tx.deployment.create({
           data: {
             id,
@@ -101,7 +101,6 @@ export class DeploymentService {
             routeThroughGateway: snapshot.routeThroughGateway,
             tracerSessionId: randomUUID(),
             url: servingUrl(name, id, sourceConfig.custom_url, this.deps.deploymentDomain),
-            customHost: host,
             imageVersion: DEFAULT_IMAGE_VERSION,
             deploymentTier: TIER,
             computeTier: TIER,
@@ -175,14 +174,18 @@ export class DeploymentService {
         deployment_type: current.deploymentType as SourceConfig["deployment_type"],
       };
       await checkRevisionSubject(this.deps, tx, { ...snapshot, sourceConfig }, { kind: "redeploy", revisionId });
-      const host = customHost(sourceConfig.custom_url);
-      if (host !== current.customHost) await claimCustomHost(tx, id, host, null);
+      // Its custom URL, if it is not the deployment's own now, is one being set again.
+      if (sourceConfig.custom_url !== deploymentSourceConfig(current).custom_url) {
+        const [issue] = customUrlIssues(sourceConfig.custom_url, this.deps.deploymentDomain);
+        if (issue) throw badRequest(`Revision ${revisionId} cannot be redeployed: source_config.custom_url: ${issue.msg}`);
+        const host = customHost(sourceConfig.custom_url);
+        if (host !== current.customHost) await claimCustomHost(tx, id, host, null);
+      }
       await tx.deployment.update({
         where: { id },
         data: {
           sourceConfig: json(columnlessSourceConfig(sourceConfig)),
           url: servingUrl(current.name, id, sourceConfig.custom_url, this.deps.deploymentDomain),
-          customHost: host,
           secrets: json(snapshot.secrets),
           secretReferences: json(snapshot.secretReferences),
           shareable: snapshot.shareable,
@@ -235,11 +238,11 @@ export class DeploymentService {
       const nextConfig = overlay(currentConfig, shownUrlUnchanged(input.source_config, currentConfig, current.url));
       const revisionInputs = input.source_revision_config;
       const due = revisionDue(currentConfig, nextConfig, { force, sourceRevisionConfig: revisionInputs, secrets: input.secrets });
-      const host = customHost(nextConfig.custom_url);
+      // A custom URL being set (not the one the deployment has): checked, and its host claimed.
+      const newUrl = nextConfig.custom_url !== currentConfig.custom_url;
       const data = {
         sourceConfig: json(columnlessSourceConfig(nextConfig)),
         url: servingUrl(current.name, id, nextConfig.custom_url, this.deps.deploymentDomain),
-        customHost: host,
         ...(sealed && { secrets: json(sealed) }),
         ...(input.secret_references && { secretReferences: json(input.secret_references) }),
         ...(input.shareable != null && { shareable: input.shareable }),
@@ -258,8 +261,10 @@ export class DeploymentService {
       const previous = await tx.revision.findFirst({ where: { deploymentId: id, source }, orderBy: newestFirst });
       const inherited = previous ? readSourceRevisionConfig(previous.sourceRevisionConfig) : emptySourceRevisionConfig();
       const subject: RevisionSubject = { source, sourceConfig: nextConfig, sourceRevisionConfig: overlay(inherited, revisionInputs) };
-      await checkRevisionSubject(this.deps, tx, subject, { kind: "request" });
-      if (host !== current.customHost) await claimCustomHost(tx, id, host);
+      const urlIssues = newUrl ? customUrlIssues(nextConfig.custom_url, this.deps.deploymentDomain) : [];
+      await checkRevisionSubject(this.deps, tx, subject, { kind: "request", issues: urlIssues });
+      const host = customHost(nextConfig.custom_url);
+      if (newUrl && host !== current.customHost) await claimCustomHost(tx, id, host);
       const updated = await tx.deployment.update({ where: { id }, data });
       const { deployment, revision, events } = await this.revisions.createRecord(tx, current, {
         ...subject,

@@ -3,7 +3,6 @@ import { badRequest, CoreError, invalid, type ValidationIssue } from "./errors.j
 import type { Tx } from "./publish.js";
 import { sameJson, type SourceConfig } from "./schemas/source-config.js";
 import { LISTENER_REQUIRED, listenerRequired, type RevisionSubject, sourceRuleIssues } from "./schemas/source-rules.js";
-import { customUrlIssues } from "./serving-hosts.js";
 import { REVISION_TRIGGER_FIELDS, SOURCE_REVISION_FIELDS, type SourceRevisionConfigInput } from "./schemas/source.js";
 
 /** What a PATCH or a create-revision asks to change, as far as the revision rule cares. */
@@ -66,11 +65,7 @@ export async function checkRevisionSubject(deps: CoreDeps, db: Tx, subject: Revi
     if (how.kind === "redeploy") throw refused(LISTENER_REQUIRED);
     throw new CoreError("BAD_REQUEST", LISTENER_REQUIRED, [{ loc: ["body", "source_config", "listener_id"], msg: LISTENER_REQUIRED, type: "value_error" }]);
   }
-  const issues = [
-    ...(how.kind === "request" ? (how.issues ?? []) : []),
-    ...sourceRuleIssues(subject),
-    ...customUrlIssues(subject.sourceConfig.custom_url, deps.deploymentDomain),
-  ];
+  const issues = [...(how.kind === "request" ? (how.issues ?? []) : []), ...sourceRuleIssues(subject)];
   if (issues.length > 0) {
     if (how.kind === "request") throw invalid(issues);
     throw refused(issues.map((i) => `${i.loc.slice(1).join(".")}: ${i.msg}`).join("; "));

@@ -5,32 +5,53 @@ import type { Tx } from "./publish.js";
  * A deployment is served at the host of its URL, so a host serves one deployment: a custom_url may
  * not name a host another deployment (of any workspace) has as its custom URL's, nor one under
  * DEPLOYMENT_DOMAIN, where the service makes every deployment's URL itself (a custom URL there could
- * take a deployment's generated URL, or one a deployment will be given). Hosts compare as URL
- * parsing gives them (lower case, without port, user or path), and without a trailing dot, which
- * names the same host in DNS.
+ * take a deployment's generated URL, or one a deployment will be given). A new custom URL's host must
+ * be a DNS host name, so that one name has one spelling (an internationalised name in its xn-- form).
+ *
+ * Each deployment's host is kept in deployments.custom_host by the database itself (a trigger, as
+ * the SQL function deployment_custom_host reads it: migration 20261207070000), so that replicas of
+ * earlier code keep it right too. customHost below reads a URL the same way.
  */
 
 const CUSTOM_URL_LOC = ["body", "source_config", "custom_url"];
 
-/** The host a custom URL is served at, or null without one (or one that does not parse: validation refuses those). */
-export function customHost(customUrl: string | null | undefined): string | null {
-  if (!customUrl || !URL.canParse(customUrl)) return null;
-  return new URL(customUrl).hostname.replace(/\.$/, "") || null;
+/** Scheme, optional user, then the host up to a port, path, query or fragment: deployment_custom_host's pattern. */
+const HOST_OF_URL = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/(?:[^@/?#]*@)?(\[[^\]/?#]*\]|[^:/?#]*)/;
+
+/** Labels of letters, digits and inner hyphens, at most 63 characters each and 253 in all (RFC 1123). */
+const HOST_NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+/** Longer than a host name may be: no host kept (nor indexed) for it. */
+const MAX_HOST_LENGTH = 253;
+
+/** The host part of a URL as written: lower case, without a trailing dot. */
+function hostPart(customUrl: string | null | undefined): string | null {
+  const host = customUrl ? HOST_OF_URL.exec(customUrl)?.[1] : undefined;
+  return host?.toLowerCase().replace(/\.$/, "") || null;
 }
 
-/** The custom URL's host is under the deployment domain (the domain itself included). */
+/** The host a custom URL is served at (lower case, without a trailing dot), or null without one. */
+export function customHost(customUrl: string | null | undefined): string | null {
+  const host = hostPart(customUrl);
+  return host !== null && host.length <= MAX_HOST_LENGTH ? host : null;
+}
+
+/**
+ * What is wrong with a custom URL being set: a host that is not a host name (or that a URL parser
+ * reads otherwise, as it does `https://a.example\@b.example` or `https://0x7f.1`), or one under the
+ * deployment domain.
+ */
 export function customUrlIssues(customUrl: string | null | undefined, domain: string): ValidationIssue[] {
-  const host = customHost(customUrl);
+  const host = hostPart(customUrl);
+  if (host === null) return [];
+  const issue = (msg: string): ValidationIssue[] => [{ loc: CUSTOM_URL_LOC, type: "value_error", msg: `Value error, ${msg}`, input: customUrl }];
+  const parsed = URL.canParse(customUrl!) ? new URL(customUrl!).hostname.replace(/\.$/, "") : null;
+  if (!HOST_NAME.test(host) || parsed !== host) {
+    return issue("custom_url's host must be a DNS host name: letters, digits, hyphens and dots (an internationalised name in its xn-- form)");
+  }
   const under = domain.toLowerCase();
-  if (host === null || (host !== under && !host.endsWith(`.${under}`))) return [];
-  return [
-    {
-      loc: CUSTOM_URL_LOC,
-      type: "value_error",
-      msg: `Value error, custom_url may not be a host under ${domain}: the service makes the serving URLs there`,
-      input: customUrl,
-    },
-  ];
+  if (host === under || host.endsWith(`.${under}`)) return issue(`custom_url may not be a host under ${domain}: the service makes the serving URLs there`);
+  return [];
 }
 
 /**

@@ -469,6 +469,27 @@ describe.each(targets)("data migrations on a $name database", (target) => {
       const hosts = await sql.query<{ custom_host: string | null }>(`SELECT custom_host FROM deployments ORDER BY id`);
       expect(hosts.map((h) => h.custom_host)).toEqual(urls.map(customHost));
       expect(urls.map(customHost)).toEqual(["agent.example.com", "host.example", "[::1]", "host.example", "host.example", "agent.example.com", "dotted.example.com", null]);
+      // From then on the database keeps it, whoever writes the row (code of before this, which knows no
+      // such column, included): a custom URL set, changed or dropped.
+      const kept = async () => (await sql.query<{ custom_host: string | null }>(`SELECT custom_host FROM deployments WHERE id = $1`, [idOf(60)]))[0]!.custom_host;
+      await insertFilled(sql, "deployments", { id: idOf(60), workspace_id: WORKSPACE, name: "later", source_config: JSON.stringify({ custom_url: "https://Later.example.org./x" }) });
+      expect(await kept()).toBe("later.example.org");
+      await sql.query(`UPDATE deployments SET source_config = $2 WHERE id = $1`, [idOf(60), JSON.stringify({ custom_url: "http://u@moved.example.org:81" })]);
+      expect(await kept()).toBe("moved.example.org");
+      await sql.query(`UPDATE deployments SET custom_host = 'forged.example.org' WHERE id = $1`, [idOf(60)]);
+      expect(await kept()).toBe("moved.example.org");
+      await sql.query(`UPDATE deployments SET source_config = '{}' WHERE id = $1`, [idOf(60)]);
+      expect(await kept()).toBeNull();
+      // The database's reading of a URL is core's, odd ones included.
+      const odd = [
+        "HTTPS://A.B.C", "https://x@y@z.example/", "https://[::1]", "https://a.example:99999", "https://%41.example", "https://bücher.example",
+        "ftp://files.example", "https://", "not a url", "https://a.example./.", "https://a..example", "https://a.com\\@evil.example",
+        `https://${"a".repeat(253)}/x`, `https://${"a".repeat(254)}/x`, `https://${"界".repeat(300)}.com`,
+      ];
+      for (const url of odd) {
+        const [row] = await sql.query<{ host: string | null }>(`SELECT deployment_custom_host($1) AS host`, [url]);
+        expect(row!.host, url).toBe(customHost(url));
+      }
     } finally {
       await drop();
     }

@@ -104,6 +104,43 @@ describe("a custom_url's host serves one deployment", () => {
   });
 });
 
+describe("a new custom URL's host", () => {
+  it("is a DNS host name, in one spelling: other hosts are refused (422 at the field)", async () => {
+    const long = `https://${"界".repeat(700)}.example`;
+    for (const url of ["https://bücher.example", "https://%61gent.example", "https://under_score.example", "https://[::1]:8080", "https://-lead.example", "https://a..example", "https://x.example..", "https://a.example\\@b.example", "https://0x7f.0.0.2", "https://2130706433", long]) {
+      const res = await create(a.apiKey, { custom_url: url });
+      expect(res.status, url).toBe(422);
+      expect(res.body.detail).toEqual([
+        {
+          type: "value_error",
+          loc: ["body", "source_config", "custom_url"],
+          msg: "Value error, custom_url's host must be a DNS host name: letters, digits, hyphens and dots (an internationalised name in its xn-- form)",
+          input: url,
+        },
+      ]);
+    }
+    expect((await create(a.apiKey, { custom_url: "https://xn--bcher-kva.example/agent" })).status).toBe(201);
+  });
+});
+
+describe("deployments whose URLs came before these rules", () => {
+  it("keep their URL, and change everything else, even when it shares a host or is under the domain", async () => {
+    const ids: string[] = [];
+    for (const url of ["https://shared.legacy.example", "https://shared.legacy.example/two", "https://old.apps.example.test"]) {
+      const res = await create(a.apiKey);
+      expect(res.status).toBe(201);
+      ids.push(res.body.id);
+      // As they were stored before the rules (the database keeps custom_host from source_config).
+      await t.app.db.sql.query(`UPDATE deployments SET source_config = source_config || jsonb_build_object('custom_url', $2::text), url = $2 WHERE id = $1`, [res.body.id, url]);
+    }
+    for (const id of ids) {
+      const res = await patch(a.apiKey, id, { source_config: { install_command: "pip install -e ." } });
+      expect(res.status, res.text).toBe(200);
+    }
+    expect((await create(b.apiKey, { custom_url: "https://shared.legacy.example" })).status).toBe(409);
+  });
+});
+
 describe("hosts under DEPLOYMENT_DOMAIN are the service's", () => {
   it("refuses any of them as a custom_url, another deployment's generated URL included (422 at the field)", async () => {
     const other = await create(a.apiKey);
