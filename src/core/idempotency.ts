@@ -24,8 +24,17 @@ export interface StoredAnswer {
   body: string;
 }
 
-/** `fresh`: this caller owns the key and must run the request, then `complete` or `release` it. */
-export type Claim = { kind: "fresh" } | ({ kind: "replay" } & StoredAnswer);
+/**
+ * A key a request holds: its row as this claim made it. A retry that takes a stale claim over makes
+ * another (a later claimedAt), which the first request's answer, release or change never touch.
+ */
+export interface HeldKey {
+  key: string;
+  claimedAt: Date;
+}
+
+/** `fresh`: this caller holds the key and must run the request (run), then `complete` or `release` it. */
+export type Claim = ({ kind: "fresh" } & HeldKey) | ({ kind: "replay" } & StoredAnswer);
 
 export interface IdempotencyOptions {
   /** How long an answer is kept (payment APIs keep them a day). */
@@ -47,7 +56,7 @@ const keySchema = z
 const IN_PROGRESS_RETRY_SECONDS = 5;
 
 /** The key of the request being run (IdempotencyService.run), for markApplied. */
-const running = new AsyncLocalStorage<{ workspaceId: string; key: string }>();
+const running = new AsyncLocalStorage<{ workspaceId: string } & HeldKey>();
 
 /** Expired keys are swept at most this often, by whichever claim comes along. */
 const PURGE_EVERY_MS = 60_000;
@@ -87,10 +96,10 @@ export class IdempotencyService {
     for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
       const now = new Date();
       try {
-        await db.idempotencyKey.create({
+        const row = await db.idempotencyKey.create({
           data: { workspaceId: tenant.workspaceId, key, fingerprint, expiresAt: new Date(now.getTime() + this.ttlMs) },
         });
-        return { kind: "fresh" };
+        return { kind: "fresh", key, claimedAt: row.createdAt };
       } catch (err) {
         if (!isUniqueViolation(err)) throw err;
       }
@@ -124,14 +133,14 @@ export class IdempotencyService {
    * applied in the change's own transaction (markApplied): should its server stop before the answer
    * is kept, a retry then knows the change was made, and does not make it again.
    */
-  run<T>(tenant: Tenant, rawKey: string, request: () => Promise<T>): Promise<T> {
-    return running.run({ workspaceId: tenant.workspaceId, key: parseKey(rawKey) }, request);
+  run<T>(tenant: Tenant, held: HeldKey, request: () => Promise<T>): Promise<T> {
+    return running.run({ workspaceId: tenant.workspaceId, ...held }, request);
   }
 
-  /** Stores the answer of a fresh claim, for its retries. */
-  async complete(tenant: Tenant, key: string, answer: StoredAnswer): Promise<void> {
+  /** Stores the answer of a fresh claim, for its retries (unless a retry took the key over meanwhile). */
+  async complete(tenant: Tenant, { key, claimedAt }: HeldKey, answer: StoredAnswer): Promise<void> {
     await this.deps.data(tenant).idempotencyKey.updateMany({
-      where: { key, status: null },
+      where: { key, createdAt: claimedAt, status: null },
       data: { status: answer.status, contentType: answer.contentType, responseBody: answer.body },
     });
   }
@@ -141,12 +150,12 @@ export class IdempotencyService {
    * so that a retry runs again; unless its change was made (markApplied): its retries are then told
    * that its answer was lost, as they would be after its server stopped.
    */
-  async release(tenant: Tenant, key: string): Promise<void> {
+  async release(tenant: Tenant, held: HeldKey): Promise<void> {
     const db = this.deps.data(tenant);
-    const { count } = await db.idempotencyKey.deleteMany({ where: { key, status: null, appliedAt: null } });
+    const { count } = await db.idempotencyKey.deleteMany({ where: { key: held.key, createdAt: held.claimedAt, status: null, appliedAt: null } });
     if (count > 0) return;
     const lost = answerLost();
-    await this.complete(tenant, key, { status: 409, contentType: "application/json", body: JSON.stringify({ detail: lost.message }) });
+    await this.complete(tenant, held, { status: 409, contentType: "application/json", body: JSON.stringify({ detail: lost.message }) });
   }
 
   /**
@@ -172,12 +181,18 @@ export class IdempotencyService {
  * Idempotency-Key (IdempotencyService.run), its key is marked applied, committing with the change.
  */
 export async function markApplied(tx: Tx): Promise<void> {
-  const claim = running.getStore();
-  if (!claim) return;
-  await tx.$executeRaw`
-    UPDATE idempotency_keys SET applied_at = now()
-    WHERE workspace_id = ${claim.workspaceId}::uuid AND key = ${claim.key} AND status IS NULL AND applied_at IS NULL`;
+  const held = running.getStore();
+  if (!held) return;
+  const marked = await tx.$executeRaw`
+    UPDATE idempotency_keys SET applied_at = COALESCE(applied_at, now())
+    WHERE workspace_id = ${held.workspaceId}::uuid AND key = ${held.key} AND created_at = ${held.claimedAt} AND status IS NULL`;
+  // The claim went stale while this request waited, and a retry took the key over and runs it: the
+  // change rolls back here rather than be made twice.
+  if (marked === 0) throw takenOver();
 }
+
+const takenOver = () =>
+  new CoreError("CONFLICT", "A retry with this Idempotency-Key took the request over while it was still running (after 60 s): it was not carried out here.");
 
 const answerLost = () =>
   new CoreError(

@@ -43,24 +43,24 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
     }
 
     try {
-      await service.run(tenant, key, next);
+      await service.run(tenant, claim, next);
     } catch (err) {
-      await service.release(tenant, key).catch(() => {});
+      await service.release(tenant, claim).catch(() => {});
       throw err;
     }
     const res = c.res;
     try {
       // A failed server runs again on retry; an answer that carries a credential (no-store) is not kept.
       if (res.status >= 500 || /\bno-store\b/i.test(res.headers.get("cache-control") ?? "")) {
-        await service.release(tenant, key);
+        await service.release(tenant, claim);
         return;
       }
       const answer = { status: res.status, contentType: res.headers.get("content-type"), body: await res.clone().text() };
-      await service.complete(tenant, key, answer).catch((err: unknown) => {
+      await service.complete(tenant, claim, answer).catch((err: unknown) => {
         // The change is made: its answer must be kept, or a retry after the claim went stale would
         // make it again. Stored once the database answers (retries wait for it meanwhile).
         logger.warn({ err, path: url.pathname }, "could not store the answer of an idempotent request; trying again");
-        storeLater(() => service.complete(tenant, key, answer), startedAt, err, logger, url.pathname);
+        storeLater(() => service.complete(tenant, claim, answer), startedAt, err, logger, url.pathname);
       });
     } catch (err) {
       // The request itself succeeded: answer it. The key stays claimed until it goes stale.

@@ -3,7 +3,7 @@ import { Hono } from "hono";
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { Tenant } from "../../src/core/auth.js";
-import { IdempotencyService } from "../../src/core/idempotency.js";
+import { type HeldKey, IdempotencyService } from "../../src/core/idempotency.js";
 import { commitThenPublish } from "../../src/core/publish.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { toErrorAnswer } from "../../src/rest/errors.js";
@@ -265,6 +265,45 @@ describe("a request whose change was made but whose answer was never kept (its s
     expect(calls).toBe(1);
   });
 
+  it("makes no change when a retry took its stale key over before the change: the retry's run is the one", async () => {
+    const app = new Hono();
+    let made = 0;
+    app.use("*", idempotency(t.app.core.idempotency, t.app.core.auth, t.app.logger));
+    // Core's refusals answered as the service answers them.
+    app.onError((err, c) => {
+      const answer = toErrorAnswer(err);
+      if (!answer) throw err;
+      return c.json(answer.body, answer.status, answer.headers);
+    });
+    app.post("/v2/slow-change", async (c) => {
+      if (c.req.header("x-first") === "yes") {
+        // This request stalls past its claim's staleness, and a retry takes the key over meanwhile.
+        await t.app.db.sql.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'slow-change'`);
+        const retry = await send();
+        expect(retry.status).toBe(201);
+        expect(await retry.json()).toEqual({ made: 1 });
+      }
+      await commitThenPublish(t.app.deps, async () => ({ events: [] }));
+      return c.json({ made: ++made }, 201);
+    });
+    const send = (first = false) =>
+      app.fetch(
+        new Request("http://test/v2/slow-change", {
+          method: "POST",
+          headers: { "x-api-key": ws.apiKey, "idempotency-key": "slow-change", ...(first && { "x-first": "yes" }) },
+          body: "{}",
+        }),
+      );
+    const first = await send(true);
+    expect(first.status).toBe(409);
+    expect(await first.json()).toEqual({ detail: expect.stringContaining("took the request over") });
+    expect(made).toBe(1);
+    // The retry's answer stands, and is what later retries get.
+    const later = await send();
+    expect(later.headers.get("idempotent-replayed")).toBe("true");
+    expect(await later.json()).toEqual({ made: 1 });
+  });
+
   it("runs again when its server stopped before the change was made", async () => {
     const { id, body, send, revisionCount } = await keyedRevision("idem-unmade", "never-made");
     // A claim whose request died before its change: stale, and nothing applied.
@@ -289,23 +328,24 @@ describe("IdempotencyService", () => {
   });
 
   it("makes a duplicate wait for the first request, then replay its answer", async () => {
-    expect(await service.claim(tenant, "wait-1", req)).toEqual({ kind: "fresh" });
+    const held = await service.claim(tenant, "wait-1", req);
+    expect(held).toEqual({ kind: "fresh", key: "wait-1", claimedAt: expect.any(Date) });
     const waiting = service.claim(tenant, "wait-1", req);
-    setTimeout(() => void service.complete(tenant, "wait-1", { status: 201, contentType: "application/json", body: '{"id":1}' }), 100);
+    setTimeout(() => void service.complete(tenant, held as HeldKey, { status: 201, contentType: "application/json", body: '{"id":1}' }), 100);
     expect(await waiting).toEqual({ kind: "replay", status: 201, contentType: "application/json", body: '{"id":1}' });
   });
 
   it("answers 409 when the first request is still running after the wait", async () => {
-    expect(await service.claim(tenant, "wait-2", req)).toEqual({ kind: "fresh" });
+    expect(await service.claim(tenant, "wait-2", req)).toMatchObject({ kind: "fresh" });
     const err = await service.claim(tenant, "wait-2", req).catch((e: unknown) => e);
     // With when to retry, as a 503 says it.
     expect(toErrorAnswer(err)).toEqual({ status: 409, body: { detail: expect.stringContaining("still being processed") }, headers: { "Retry-After": "5" } });
   });
 
   it("takes over a key whose first request died unfinished", async () => {
-    expect(await service.claim(tenant, "stale", req)).toEqual({ kind: "fresh" });
+    expect(await service.claim(tenant, "stale", req)).toMatchObject({ kind: "fresh" });
     await t.app.db.sql.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'stale'`);
-    expect(await service.claim(tenant, "stale", req)).toEqual({ kind: "fresh" });
+    expect(await service.claim(tenant, "stale", req)).toMatchObject({ kind: "fresh" });
   });
 
   it("stores the answer once the database is back when storing it met a lost connection: a retry replays it, and runs nothing", async () => {
