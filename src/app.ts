@@ -17,7 +17,7 @@ import { Registry } from "./core/registry/index.js";
 import { TokenSigner } from "./core/registry/signer.js";
 import { BuildInputs } from "./pipeline/build-inputs.js";
 import { type Database, openDatabase, type PGliteLease, unreachableDatabase } from "./db/client.js";
-import { migrate, migrationsApplied, readMigrations } from "./db/migrate.js";
+import { migrate, migrationsApplied, readMigrations, unknownMigrations } from "./db/migrate.js";
 import { startRetry } from "./db/start-retry.js";
 import { type DataDirLock, lockDataDir, StartupError } from "./db/data-dir-lock.js";
 import { isDatabaseUnavailable, isRefusedForGood } from "./core/prisma-errors.js";
@@ -116,8 +116,12 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
   const step = startRetry({ transient: (err) => isDatabaseUnavailable(err) && !isRefusedForGood(err), logger, waitMs: config.databaseStartWaitMs });
   logger.info({ known: migrations.length }, "applying migrations…");
   let applied: string[];
+  let unknown: string[];
   try {
-    applied = await step("migrations", () => migrate(db.sql, migrations));
+    ({ applied, unknown } = await step("migrations", async () => ({
+      applied: await migrate(db.sql, migrations),
+      unknown: await unknownMigrations(db.sql, migrations),
+    })));
   } catch (err) {
     await db.close().catch(() => {});
     if (config.database.kind === "postgres" && isDatabaseUnavailable(err)) {
@@ -127,6 +131,13 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
     throw err;
   }
   logger.info({ applied: applied.length, migrations: applied.length > 0 ? applied : undefined }, applied.length > 0 ? "applied migrations" : "migrations up to date");
+  if (unknown.length > 0) {
+    // Not refused: an older replica restarting during a rolling upgrade meets the same, and runs on.
+    logger.warn(
+      { unknown },
+      "the database has migrations this version does not know: a newer version applied them, and this one may not work with the schema they made (roll forward, or restore the database from before them)",
+    );
+  }
   const vacuum = db.kind === "pglite" ? new Vacuum(db.sql, logger).start(options.vacuumEveryMs) : null;
 
   const secretsKey = loadSecretsKey(config.secretsKey, config.dataDir);

@@ -75,10 +75,7 @@ async function applyUnderLock(sql: Sql, all: Migration[]): Promise<string[]> {
 async function applyPending(sql: Sql, all: Migration[]): Promise<string[]> {
   const applied: string[] = [];
   await sql.script(PRISMA_MIGRATIONS_TABLE);
-  const done = await sql.query<{ migration_name: string; checksum: string }>(
-    `SELECT migration_name, checksum FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
-  );
-  const byName = new Map(done.map((r) => [r.migration_name, r.checksum]));
+  const byName = await recordedMigrations(sql);
   for (const m of all) {
     const recorded = byName.get(m.name);
     if (recorded !== undefined) {
@@ -111,11 +108,26 @@ function migrationFailed(name: string, err: unknown): Error {
   return new Error(`migration ${name} failed: ${message}${more.length > 0 ? ` (${more.join("; ")})` : ""}`, { cause: err });
 }
 
+/** The migrations recorded as applied, by name, with their checksums. */
+async function recordedMigrations(sql: Sql): Promise<Map<string, string>> {
+  const rows = await sql.query<{ migration_name: string; checksum: string }>(
+    `SELECT migration_name, checksum FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
+  );
+  return new Map(rows.map((r) => [r.migration_name, r.checksum]));
+}
+
 /** True when every migration on disk is recorded as applied. */
 export async function migrationsApplied(sql: Sql, migrations: Migration[]): Promise<boolean> {
-  const rows = await sql.query<{ migration_name: string }>(
-    `SELECT migration_name FROM "_prisma_migrations" WHERE finished_at IS NOT NULL AND rolled_back_at IS NULL`,
-  );
-  const names = new Set(rows.map((r) => r.migration_name));
-  return migrations.every((m) => names.has(m.name));
+  const recorded = await recordedMigrations(sql);
+  return migrations.every((m) => recorded.has(m.name));
+}
+
+/**
+ * Migrations recorded as applied that are not on disk, oldest first: a newer version of the service
+ * applied them, and this one (a rollback, or an older replica during a rolling upgrade) runs on a
+ * schema it was not written for. Call after migrate(), which has made sure the table exists.
+ */
+export async function unknownMigrations(sql: Sql, migrations: Migration[]): Promise<string[]> {
+  const known = new Set(migrations.map((m) => m.name));
+  return [...(await recordedMigrations(sql)).keys()].filter((name) => !known.has(name)).sort();
 }

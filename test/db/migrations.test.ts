@@ -5,7 +5,11 @@ import { join } from "node:path";
 import { get_dmmf } from "@prisma/prisma-schema-wasm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Database, openDatabase, type Sql } from "../../src/db/client.js";
-import { migrate, MIGRATIONS_DIR, readMigrations } from "../../src/db/migrate.js";
+import { migrate, MIGRATIONS_DIR, readMigrations, unknownMigrations } from "../../src/db/migrate.js";
+import { buildApp } from "../../src/app.js";
+import { loadConfig } from "../../src/config.js";
+import { createLogger } from "../../src/logger.js";
+import { onThisRunsBackend, TEST_JWT_SECRET, TEST_SECRETS_KEY, THIS_RUNS_BACKEND } from "../support/app.js";
 import { adminQuery, withDatabase } from "../support/global-setup.js";
 import { skipDatabaseIndependent } from "../support/database-independent.js";
 import { customHost } from "../../src/core/serving-hosts.js";
@@ -520,4 +524,36 @@ describe.each(targets)("data migrations on a $name database", (target) => {
       await drop();
     }
   }, 180_000);
+});
+
+describe("a version started on a database that a newer one migrated (a rollback)", () => {
+  it(`on ${THIS_RUNS_BACKEND}: warns, naming the migrations it does not know, and serves`, () =>
+    onThisRunsBackend("dcp-rollback-", async (env, open) => {
+      const newer = ["29991231000000_from_a_newer_version", "29991231000001_and_another"];
+      const db = await open();
+      try {
+        await migrate(db.sql);
+        for (const name of newer) {
+          await db.sql.query(
+            `INSERT INTO "_prisma_migrations" (id, checksum, finished_at, migration_name, applied_steps_count) VALUES ($1, $2, now(), $3, 1)`,
+            [randomUUID(), sha256(name), name],
+          );
+        }
+        expect(await unknownMigrations(db.sql, await readMigrations())).toEqual(newer);
+      } finally {
+        await db.close();
+      }
+      const lines: string[] = [];
+      const config = loadConfig({ ...env, SECRETS_KEY: TEST_SECRETS_KEY, JWT_SECRET: TEST_JWT_SECRET, PORT: "0", METRICS_PORT: "off" });
+      const app = await buildApp(config, { logger: createLogger("warn", { write: (line: string) => void lines.push(line) }) });
+      try {
+        const warnings = lines.map((l) => JSON.parse(l) as { level: number; msg: string; unknown?: string[] });
+        expect(warnings.filter((w) => w.unknown)).toEqual([
+          expect.objectContaining({ level: 40, unknown: newer, msg: expect.stringMatching(/^the database has migrations this version does not know/) }),
+        ]);
+        expect((await app.fetch(new Request("http://localhost/readyz"))).status).toBe(200);
+      } finally {
+        await app.stop();
+      }
+    }), 120_000);
 });
