@@ -83,6 +83,20 @@ export const defaultWorkerOptions = (): WorkerOptions => ({
  */
 export const CRASHES_BEFORE_ALONE = 2;
 
+/** The reason a worker's stop aborts its steps in flight with: their logs say they are handed on. */
+class WorkerStopping extends Error {
+  constructor() {
+    super("worker stopping");
+  }
+}
+
+/**
+ * What a step's log says when its run is cut short and a later run starts it again (its lines so far
+ * then show twice): as this worker's stop hands it on, and as a run starts after its server died.
+ */
+export const STEP_HANDED_ON = "This step stopped here as its server shut down: another server runs it again, from its start";
+export const STEP_RERUN_AFTER_CRASH = "The server that ran this step stopped before the step ended: it runs again here, from its start";
+
 export interface WorkerStats {
   claimed: number;
   committed: number;
@@ -155,7 +169,7 @@ export class PipelineWorker {
     await this.work.deletions.stop();
     // The loop ends first, so that no step starts after the aborts below.
     await this.loopDone;
-    for (const { abort } of this.inFlight.values()) abort.abort(new Error("worker stopping"));
+    for (const { abort } of this.inFlight.values()) abort.abort(new WorkerStopping());
     await Promise.all([...this.inFlight.values()].map((s) => s.done));
     if (release) {
       try {
@@ -289,10 +303,12 @@ export class PipelineWorker {
       const awaiting = status === "AWAITING_BUILD" ? this.inputs?.awaiting(revision) : null;
       if (awaiting) return this.count(await this.awaitSource(revision, awaiting));
       stepLog = this.work.logs.stepLog(revision, logKindOf(status, routeFor(revision.source)), this.options.owner);
+      // Taken over from a holder that stopped renewing (Leases.claim counts it): its lines are there already.
+      if (revision.stepCrashes > 0) stepLog.warning(STEP_RERUN_AFTER_CRASH);
       let outcome: StepOutcome = await this.build({ revision, status, signal, log: stepLog });
       // What the revision refers to is checked as the create step ends, when it would be used.
       if (outcome.ok && revision.status === "CREATING") outcome = (await this.work.steps.checkReferences(revision)) ?? outcome;
-      if (signal.aborted || this.silenced) return stepLog.abandon();
+      if (signal.aborted || this.silenced) return await this.endAborted(stepLog, signal);
       // Every line of the step is stored before its outcome's status line.
       await stepLog.close();
       outcome = masked(outcome, stepLog.mask);
@@ -301,8 +317,11 @@ export class PipelineWorker {
       this.count(result);
     } catch (err) {
       failed = true;
+      if (signal.aborted || this.silenced) {
+        if (stepLog) await this.endAborted(stepLog, signal);
+        return;
+      }
       stepLog?.abandon();
-      if (signal.aborted || this.silenced) return;
       this.stats.errors++;
       const inARow = this.failures.count(revision, err);
       if (inARow >= this.options.giveUpAfter && (await this.giveUp(revision, err, inARow))) return;
@@ -324,6 +343,16 @@ export class PipelineWorker {
       // hands it back at once (launch), so the release cannot land on the lease of its next step.
       await givingBack;
     }
+  }
+
+  /**
+   * The log of a step cut short: handed on by this worker's stop, what it wrote stays, and says so (the
+   * next run repeats it); else (its lease lost, or dying as a crash would) what is pending goes.
+   */
+  private async endAborted(stepLog: StepLog, signal: AbortSignal): Promise<void> {
+    if (this.silenced || !(signal.reason instanceof WorkerStopping)) return stepLog.abandon();
+    stepLog.warning(STEP_HANDED_ON);
+    await stepLog.close();
   }
 
   /**

@@ -5,6 +5,7 @@ import { type DomainEvent, topics } from "../../src/events/types.js";
 import type { RevisionStatus } from "../../src/core/revision-machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
 import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
+import { STEP_HANDED_ON, STEP_RERUN_AFTER_CRASH } from "../../src/pipeline/worker.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { codehostDeploymentBody, createInstallation, createListener, deploymentBody, selfHostedDeploymentBody } from "../support/fixtures.js";
 import { createDeployment, createRevision, eventLog, HeldRuntime, MANAGED_LOG, workersOn } from "./support.js";
@@ -28,6 +29,12 @@ const statusOf = async (id: string) => (await prisma().revision.findUniqueOrThro
 /** Until the revision's status is `status` (or passes it). */
 const until = (id: string, status: string | ((s: string) => boolean), timeoutMs?: number) =>
   waitFor(() => statusOf(id), typeof status === "string" ? (s) => s === status : status, { timeoutMs, what: `revision ${id} to be ${String(status)}` });
+/** The messages of a revision's build or deploy log, oldest first, as the command-line tool reads them. */
+const logMessages = async (rev: { id: string; deploymentId: string }, kind: "build" | "deploy"): Promise<string[]> => {
+  const res = await t.request("POST", `/v1/projects/${rev.deploymentId}/revisions/${rev.id}/${kind}_logs`, { key: ws.apiKey, body: { order: "asc", limit: 100 } });
+  expect(res.status).toBe(200);
+  return (res.body.logs as { message: string }[]).map((l) => l.message);
+};
 const TERMINAL = ["DEPLOYED", "CREATE_FAILED", "BUILD_FAILED", "DEPLOY_FAILED", "SKIPPED", "INTERRUPTED"];
 
 describe("pipeline worker", () => {
@@ -212,6 +219,10 @@ describe("pipeline worker", () => {
     expect(next.stats.claimed).toBe(0);
     await until(rev.id, "DEPLOYED");
     expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
+    // The dead worker said nothing; the run that took the step over says it runs again from its start.
+    const build = await logMessages(rev, "build");
+    expect(build).not.toContain(STEP_HANDED_ON);
+    expect(build.filter((m) => m === STEP_RERUN_AFTER_CRASH)).toHaveLength(1);
   });
 
   it("hands work on at once when a worker stops gracefully mid-step", async () => {
@@ -221,9 +232,13 @@ describe("pipeline worker", () => {
     await waitFor(async () => runtime.holding(rev.id), Boolean);
     await first.stop();
     expect(await prisma().revision.findUniqueOrThrow({ where: { id: rev.id } })).toMatchObject({ status: "DEPLOYING", leaseOwner: null });
+    // Its log says the step was cut short here, as the run after it repeats its lines.
+    expect((await logMessages(rev, "deploy")).slice(-2)).toEqual(["[DEPLOYING] Deploying", STEP_HANDED_ON]);
     worker(new SimulatorRuntime(5), { leaseMs: 60_000 });
     await until(rev.id, "DEPLOYED");
     expect(await eventLog(prisma(), rev.id)).toEqual(MANAGED_LOG);
+    // A step handed on counts no crash: the next run has nothing more to say of it.
+    expect(await logMessages(rev, "deploy")).not.toContain(STEP_RERUN_AFTER_CRASH);
   });
 
   it("counts a step it claims while the revision's previous step still publishes: stop() waits for it, no other worker runs it at once", async () => {
