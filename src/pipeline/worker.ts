@@ -95,7 +95,7 @@ class WorkerStopping extends Error {
  * then show twice): as this worker's stop hands it on, and as a run starts after its server died.
  */
 export const STEP_HANDED_ON = "This step stopped here as its server shut down: another server runs it again, from its start";
-export const STEP_RERUN_AFTER_CRASH = "The server that ran this step stopped before the step ended: it runs again here, from its start";
+export const STEP_RERUN_AFTER_CRASH = "This step's earlier run was cut short (its server stopped, stalled or lost the database): it runs again, from its start";
 
 export interface WorkerStats {
   claimed: number;
