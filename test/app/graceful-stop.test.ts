@@ -2,6 +2,7 @@ import { type IncomingMessage, request } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Database } from "../../src/db/client.js";
+import { STEP_HANDED_ON } from "../../src/pipeline/worker.js";
 import { onThisRunsBackend, startTestApp, THIS_RUNS_BACKEND } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
 import { holdNextCreation } from "../support/transaction-hold.js";
@@ -99,6 +100,9 @@ async function scenario(env: Record<string, string>, open: () => Promise<Databas
   try {
     const held = await db.sql.query<{ lease_owner: string | null; step_crashes: number }>(`SELECT lease_owner, step_crashes FROM revisions`);
     expect(held).toEqual([{ lease_owner: null, step_crashes: 0 }]);
+    // Its log says where the step was cut short: the next server runs it again from its start.
+    const [last] = await db.sql.query<{ message: string }>(`SELECT message FROM revision_logs WHERE kind = 'build' ORDER BY id DESC LIMIT 1`);
+    expect(last).toEqual({ message: STEP_HANDED_ON });
   } finally {
     await db.close();
   }
