@@ -5,7 +5,6 @@ import { z } from "zod";
 import type { CoreDeps } from "./context.js";
 import type { Tenant } from "./auth.js";
 import { CoreError, invalid, type ValidationIssue } from "./errors.js";
-import { isUniqueViolation } from "./prisma-errors.js";
 import type { Tx } from "./publish.js";
 import { toFastApiIssue } from "./validation.js";
 
@@ -55,6 +54,18 @@ const keySchema = z
 /** When a duplicate that gave up waiting for the first request is told to retry (Retry-After). */
 const IN_PROGRESS_RETRY_SECONDS = 5;
 
+/** A key's row as a duplicate reads it, judged by the database's clock. */
+interface HeldRow {
+  fingerprint: string;
+  status: number | null;
+  content_type: string | null;
+  response_body: string | null;
+  created_at: Date;
+  applied: boolean;
+  expired: boolean;
+  stale: boolean;
+}
+
 /** The key of the request being run (IdempotencyService.run), for markApplied. */
 const running = new AsyncLocalStorage<{ workspaceId: string } & HeldKey>();
 
@@ -90,35 +101,37 @@ export class IdempotencyService {
     const key = parseKey(rawKey);
     const fingerprint = this.fingerprint(tenant, request);
     await this.purgeExpired();
-    const db = this.deps.data(tenant);
-    const id = { workspaceId_key: { workspaceId: tenant.workspaceId, key } };
+    const { prisma } = this.deps;
+    const workspaceId = tenant.workspaceId;
     const deadline = Date.now() + this.waitMs;
+    // The database's clock dates a claim and says when it is stale: replicas' own clocks may disagree,
+    // and one running ahead would take over claims still running elsewhere.
     for (let pause = 10; ; pause = Math.min(pause * 2, 200)) {
-      const now = new Date();
-      try {
-        const row = await db.idempotencyKey.create({
-          data: { workspaceId: tenant.workspaceId, key, fingerprint, expiresAt: new Date(now.getTime() + this.ttlMs) },
-        });
-        return { kind: "fresh", key, claimedAt: row.createdAt };
-      } catch (err) {
-        if (!isUniqueViolation(err)) throw err;
-      }
-      const row = await db.idempotencyKey.findUnique({ where: id });
+      const [claimed] = await prisma.$queryRaw<{ created_at: Date }[]>`
+        INSERT INTO idempotency_keys (workspace_id, key, fingerprint, created_at, expires_at)
+        VALUES (${workspaceId}::uuid, ${key}, ${fingerprint}, now(), now() + ${this.ttlMs}::double precision * interval '1 millisecond')
+        ON CONFLICT (workspace_id, key) DO NOTHING
+        RETURNING created_at`;
+      if (claimed) return { kind: "fresh", key, claimedAt: claimed.created_at };
+      const [row] = await prisma.$queryRaw<HeldRow[]>`
+        SELECT fingerprint, status, content_type, response_body, created_at, applied_at IS NOT NULL AS applied,
+               expires_at <= now() AS expired, created_at < now() - ${this.staleMs}::double precision * interval '1 millisecond' AS stale
+        FROM idempotency_keys WHERE workspace_id = ${workspaceId}::uuid AND key = ${key}`;
       if (!row) continue; // released or expired in between: try to insert again
-      if (row.expiresAt <= now) {
-        await db.idempotencyKey.deleteMany({ where: { key, expiresAt: { lte: now } } });
+      if (row.expired) {
+        await prisma.$executeRaw`DELETE FROM idempotency_keys WHERE workspace_id = ${workspaceId}::uuid AND key = ${key} AND expires_at <= now()`;
         continue;
       }
       if (row.fingerprint !== fingerprint) throw mismatch(rawKey);
-      if (row.status !== null) {
-        return { kind: "replay", status: row.status, contentType: row.contentType, body: row.responseBody ?? "" };
-      }
-      if (now.getTime() - row.createdAt.getTime() > this.staleMs) {
+      if (row.status !== null) return { kind: "replay", status: row.status, contentType: row.content_type, body: row.response_body ?? "" };
+      if (row.stale) {
         // Its server stopped after the change committed, before it kept the answer: never twice.
-        if (row.appliedAt) throw answerLost();
-        await db.idempotencyKey.deleteMany({
-          where: { key, status: null, createdAt: row.createdAt },
-        });
+        if (row.applied) throw answerLost();
+        // Taken over only while still unapplied: a change committing meanwhile (whose row lock this
+        // waits for) keeps its claim, and the next look at it says its answer was lost.
+        await prisma.$executeRaw`
+          DELETE FROM idempotency_keys
+          WHERE workspace_id = ${workspaceId}::uuid AND key = ${key} AND created_at = ${row.created_at} AND status IS NULL AND applied_at IS NULL`;
         continue;
       }
       if (Date.now() + pause > deadline) {
@@ -172,7 +185,7 @@ export class IdempotencyService {
     const now = Date.now();
     if (now - this.lastPurge < PURGE_EVERY_MS) return;
     this.lastPurge = now;
-    await this.deps.prisma.idempotencyKey.deleteMany({ where: { expiresAt: { lte: new Date(now) } } });
+    await this.deps.prisma.$executeRaw`DELETE FROM idempotency_keys WHERE expires_at <= now()`;
   }
 }
 

@@ -4,7 +4,9 @@ import { CoreError } from "../core/errors.js";
 import type { IdempotencyService } from "../core/idempotency.js";
 import type { Logger } from "../logger.js";
 import { bodyText } from "../rest/http.js";
+import { type ObservedEnv, recordTenant } from "./access-log.js";
 import { credentialsFrom } from "./credentials.js";
+import type { RequestRecord } from "./metrics.js";
 
 /** The POSTs that only read: the log reads of the command-line tool (also as OpenAPI path templates). */
 export const isPostRead = (path: string) => /^\/v1\/projects\/[^/]+\/(revisions\/[^/]+\/)?(build|deploy)_logs$/.test(path);
@@ -18,7 +20,7 @@ export const isPostRead = (path: string) => /^\/v1\/projects\/[^/]+\/(revisions\
  * make); a caller that fails authentication is passed on, and the route refuses it as usual.
  * POSTs that only read (isPostRead: the log reads) change nothing: a retry reads again.
  */
-export function idempotency(service: IdempotencyService, auth: Authenticator, logger: Logger): MiddlewareHandler {
+export function idempotency(service: IdempotencyService, auth: Authenticator, logger: Logger): MiddlewareHandler<ObservedEnv> {
   return async (c, next) => {
     const startedAt = Date.now();
     const key = c.req.header("idempotency-key");
@@ -31,6 +33,9 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
       if (err instanceof CoreError) return next();
       throw err;
     }
+    // Its access-log line names the caller, also when this answers it (a replay, a refusal).
+    const record = c.get("record") as RequestRecord | undefined;
+    if (record) recordTenant(record, tenant);
 
     // Cached by Hono: the handler reads the same bytes again. Not UTF-8: refused here, claiming nothing.
     const body = await bodyText(c);
@@ -71,8 +76,8 @@ export function idempotency(service: IdempotencyService, auth: Authenticator, lo
 
 /**
  * How long after its request began an answer is tried again: within its claim's staleness (60 s from
- * the claim, made as the request began), past which a retry takes the key over and runs again. And
- * the pauses between tries.
+ * the claim, made as the request began), past which a retry takes the key over and runs again (or,
+ * where the change was recorded with the key, is told the answer was lost). And the pauses between tries.
  */
 const STORE_WITHIN_MS = 50_000;
 const FIRST_PAUSE_MS = 250;
@@ -83,7 +88,7 @@ function storeLater(store: () => Promise<void>, startedAt: number, firstError: u
   const giveUpAt = startedAt + STORE_WITHIN_MS;
   const attempt = (pauseMs: number, lastError: unknown) => {
     if (Date.now() + pauseMs > giveUpAt) {
-      logger.error({ err: lastError, path }, "gave up storing the answer of an idempotent request: a retry after 60 s runs it again");
+      logger.error({ err: lastError, path }, "gave up storing the answer of an idempotent request: a retry after 60 s is told its answer was lost where its change was recorded with the key (deployments, revisions), and runs it again elsewhere");
       return;
     }
     setTimeout(() => {

@@ -8,7 +8,7 @@ import { commitThenPublish } from "../../src/core/publish.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { toErrorAnswer } from "../../src/rest/errors.js";
 import { idempotency } from "../../src/middleware/idempotency.js";
-import { TEST_JWT_SECRET, type TestApp, startTestApp } from "../support/app.js";
+import { TEST_JWT_SECRET, type TestApp, startTestApp, THIS_RUNS_BACKEND } from "../support/app.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -61,6 +61,18 @@ describe("Idempotency-Key on POST", () => {
       expect(again.headers.get("idempotent-replayed")).toBe("true");
     }
     expect(await listenerIds(ws.apiKey)).toEqual([first.body.id]);
+  });
+
+  it("names the caller in the access log of the answers it gives itself: a replay and a mismatch", async () => {
+    const keyId = (await t.app.db.prisma.apiKey.findFirstOrThrow({ where: { workspaceId: ws.workspaceId } })).id;
+    expect((await post(ws.apiKey, listener("logged"), "key-logged")).status).toBe(201);
+    const accessLine = (requestId: string) =>
+      t.guard.logLines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === "request" && l.request_id === requestId);
+    for (const [requestId, body, status] of [["replayed-1", listener("logged"), 201], ["mismatched-1", listener("other"), 422]] as const) {
+      const res = await t.request("POST", "/v2/listeners", { key: ws.apiKey, body, headers: { "idempotency-key": "key-logged", "x-request-id": requestId } });
+      expect(res.status).toBe(status);
+      expect(accessLine(requestId)).toMatchObject({ status, workspace_id: ws.workspaceId, key_id: keyId });
+    }
   });
 
   it("treats the same JSON with other key order and spacing as the same request", async () => {
@@ -346,6 +358,47 @@ describe("IdempotencyService", () => {
     expect(await service.claim(tenant, "stale", req)).toMatchObject({ kind: "fresh" });
     await t.app.db.sql.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'stale'`);
     expect(await service.claim(tenant, "stale", req)).toMatchObject({ kind: "fresh" });
+  });
+
+  it("does not take over a stale claim whose change commits as it looks: the answer was lost, and nothing runs twice", async () => {
+    expect(await service.claim(tenant, "racing", req)).toMatchObject({ kind: "fresh" });
+    // The first request stalled past the claim's staleness; its change commits (applied) just after
+    // the retry read the claim as unapplied, before the retry could take it over.
+    await t.app.db.sql.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 minutes' WHERE key = 'racing'`);
+    let committed = false;
+    const commitAfterRead = (read: Promise<unknown>) =>
+      read.then(async (rows) => {
+        committed = true;
+        await t.app.db.sql.query(`UPDATE idempotency_keys SET applied_at = now() WHERE key = 'racing'`);
+        return rows;
+      });
+    const prisma = new Proxy(t.app.deps.prisma, {
+      get(target, prop) {
+        const value: unknown = Reflect.get(target, prop);
+        if (prop !== "$queryRaw" || typeof value !== "function") return value;
+        return (strings: TemplateStringsArray, ...values: unknown[]) => {
+          const result = value.call(target, strings, ...values) as Promise<unknown>;
+          return committed || !strings.join("").trimStart().startsWith("SELECT") ? result : commitAfterRead(result);
+        };
+      },
+    });
+    const retrying = new IdempotencyService({ prisma, data: t.app.deps.data }, Buffer.alloc(32, 3), { waitMs: 300, staleMs: 60_000 });
+    const err = await retrying.claim(tenant, "racing", req).catch((e: unknown) => e);
+    expect(committed).toBe(true);
+    expect(toErrorAnswer(err)).toMatchObject({ status: 409, body: { detail: expect.stringContaining("its answer was lost") } });
+  });
+
+  // On PostgreSQL only: embedded PGlite reads the clock of the process it runs in, so it runs ahead with it.
+  it.runIf(THIS_RUNS_BACKEND === "PostgreSQL")("dates claims by the database's clock: a replica whose clock runs 2 minutes ahead waits for a running claim, not take it over", async () => {
+    expect(await service.claim(tenant, "skewed", req)).toMatchObject({ kind: "fresh" });
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
+    try {
+      vi.setSystemTime(Date.now() + 120_000);
+      const err = await service.claim(tenant, "skewed", req).catch((e: unknown) => e);
+      expect(toErrorAnswer(err)).toMatchObject({ status: 409, body: { detail: expect.stringContaining("still being processed") } });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("stores the answer once the database is back when storing it met a lost connection: a retry replays it, and runs nothing", async () => {
