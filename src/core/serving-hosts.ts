@@ -37,18 +37,22 @@ export function customHost(customUrl: string | null | undefined): string | null 
 }
 
 /**
- * What is wrong with a custom URL being set: a host that is not a host name (or that a URL parser
- * reads otherwise, as it does `https://a.example\@b.example` or `https://0x7f.1`), or one under the
- * deployment domain.
+ * What is wrong with a custom URL being set: no host where customHost reads one, a host that is not
+ * a host name (or that a URL parser reads otherwise, as it does `https://a.example\@b.example` or
+ * `https://0x7f.1`), an IP address, or a host under the deployment domain.
  */
 export function customUrlIssues(customUrl: string | null | undefined, domain: string): ValidationIssue[] {
-  const host = hostPart(customUrl);
-  if (host === null) return [];
+  if (!customUrl) return [];
   const issue = (msg: string): ValidationIssue[] => [{ loc: CUSTOM_URL_LOC, type: "value_error", msg: `Value error, ${msg}`, input: customUrl }];
-  const parsed = URL.canParse(customUrl!) ? new URL(customUrl!).hostname.replace(/\.$/, "") : null;
+  const host = hostPart(customUrl);
+  // `https:///shop.example` has no host where a host is read (a URL parser reads one further on).
+  if (host === null) return issue("custom_url must name its host right after the scheme: https://host/…");
+  const parsed = URL.canParse(customUrl) ? new URL(customUrl).hostname.replace(/\.$/, "") : null;
   if (!HOST_NAME.test(host) || parsed !== host) {
     return issue("custom_url's host must be a DNS host name: letters, digits, hyphens and dots (an internationalised name in its xn-- form)");
   }
+  // A name's last label is never all digits (RFC 1123, 2.1): `127.0.0.1` is an address.
+  if (/^\d+$/.test(host.slice(host.lastIndexOf(".") + 1))) return issue("custom_url's host must be a DNS host name, not an IP address");
   const under = domain.toLowerCase();
   if (host === under || host.endsWith(`.${under}`)) return issue(`custom_url may not be a host under ${domain}: the service makes the serving URLs there`);
   return [];
@@ -65,5 +69,8 @@ export async function claimCustomHost(tx: Tx, deploymentId: string, host: string
   await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${`custom-host:${host}`}, 0))`;
   // Across workspaces: a host is the platform's to route, not a workspace's.
   const taken = await tx.$queryRaw<unknown[]>`SELECT 1 FROM deployments WHERE custom_host = ${host} AND id <> ${deploymentId}::uuid LIMIT 1`;
-  if (taken.length > 0) throw conflict("The host of this custom_url serves another deployment already: choose another custom_url.", loc ?? undefined);
+  if (taken.length === 0) return;
+  // A redeploy sent no custom_url: the revision's own is the one taken.
+  if (loc === null) throw conflict("The host of this revision's custom_url serves another deployment now: redeploy another revision, or set another custom_url with PATCH.");
+  throw conflict("The host of this custom_url serves another deployment already: choose another custom_url.", loc);
 }

@@ -95,11 +95,15 @@ describe("a custom_url's host serves one deployment", () => {
     const revisions = await revisionCount(a.apiKey, d.body.id);
     const redeploy = await t.request("POST", `/v2/deployments/${d.body.id}/revisions/${first}/redeploy`, { key: a.apiKey });
     expect(redeploy.status).toBe(409);
-    expect(redeploy.body).toEqual(TAKEN);
+    // It sent no custom_url: the refusal says whose URL is taken, and what to do instead.
+    const revisionsUrlTaken = {
+      detail: "The host of this revision's custom_url serves another deployment now: redeploy another revision, or set another custom_url with PATCH.",
+    };
+    expect(redeploy.body).toEqual(revisionsUrlTaken);
     // Over GraphQL the refusal names no field: the URL is the earlier revision's, not the mutation's.
     const revisionId = Buffer.from(`Revision:${first}`).toString("base64");
     const overGraphQL = await gqlOk(t, a.apiKey, `mutation($id: ID!) { revisionRedeploy(id: $id) { userErrors { field code message } } }`, { id: revisionId });
-    expect(overGraphQL.revisionRedeploy.userErrors).toEqual([{ field: null, code: "CONFLICT", message: TAKEN.detail }]);
+    expect(overGraphQL.revisionRedeploy.userErrors).toEqual([{ field: null, code: "CONFLICT", message: revisionsUrlTaken.detail }]);
     expect(await revisionCount(a.apiKey, d.body.id)).toBe(revisions);
   });
 });
@@ -120,6 +124,31 @@ describe("a new custom URL's host", () => {
       ]);
     }
     expect((await create(a.apiKey, { custom_url: "https://xn--bcher-kva.example/agent" })).status).toBe(201);
+  });
+
+  const refusedAs = (url: string, msg: string) => [{ type: "value_error", loc: ["body", "source_config", "custom_url"], msg: `Value error, ${msg}`, input: url }];
+
+  it("follows the scheme at once: `https:///host` (which a URL parser reads as https://host/) cannot take a host past the rules", async () => {
+    const held = await create(a.apiKey, { custom_url: "https://held.slashes.example" });
+    expect(held.status).toBe(201);
+    for (const url of ["https:///held.slashes.example", "https:////held.slashes.example/", "https:///free.slashes.example", `https:///x.${t.app.config.deploymentDomain}`]) {
+      const res = await create(b.apiKey, { custom_url: url });
+      expect(res.status, url).toBe(422);
+      expect(res.body.detail).toEqual(refusedAs(url, "custom_url must name its host right after the scheme: https://host/…"));
+      // Nor by a PATCH of a deployment that has one.
+      const patched = await patch(a.apiKey, held.body.id, { source_config: { custom_url: url } });
+      expect(patched.status, url).toBe(422);
+    }
+    expect((await t.request("GET", `/v2/deployments/${held.body.id}`, { key: a.apiKey })).body.source_config.custom_url).toBe("https://held.slashes.example");
+  });
+
+  it("is a name, not an IP address", async () => {
+    for (const url of ["https://127.0.0.1", "https://10.1.2.3:8443/agent", "http://192.168.0.1."]) {
+      const res = await create(a.apiKey, { custom_url: url });
+      expect(res.status, url).toBe(422);
+      expect(res.body.detail).toEqual(refusedAs(url, "custom_url's host must be a DNS host name, not an IP address"));
+    }
+    expect((await create(a.apiKey, { custom_url: "https://1.2.3.example" })).status).toBe(201);
   });
 });
 
