@@ -95,6 +95,7 @@ class WorkerStopping extends Error {
  * then show twice): as this worker's stop hands it on, and as a run starts after its server died.
  */
 export const STEP_HANDED_ON = "This step stopped here as its server shut down: another server runs it again, from its start";
+export const STEP_RETRIED = "This step stopped on an internal error; it runs again shortly";
 export const STEP_RERUN_AFTER_CRASH = "This step's earlier run was cut short (its server stopped, stalled or lost the database): it runs again, from its start";
 
 export interface WorkerStats {
@@ -125,6 +126,8 @@ export class PipelineWorker {
   private troubleAt = Number.NEGATIVE_INFINITY;
   /** Steps this worker saw fail in a row on an internal error that is not transient. */
   private readonly failures = new FailuresInARow();
+  /** Revisions whose step failed here without its log saying so (the database was lost too): the next run says it. */
+  private readonly unsaid = new Set<string>();
   /** Steps suspected of crashing the service, each waiting to run with no other in flight. */
   private readonly alone = new AloneLine();
   private running = false;
@@ -303,8 +306,9 @@ export class PipelineWorker {
       const awaiting = status === "AWAITING_BUILD" ? this.inputs?.awaiting(revision) : null;
       if (awaiting) return this.count(await this.awaitSource(revision, awaiting));
       stepLog = this.work.logs.stepLog(revision, logKindOf(status, routeFor(revision.source)), this.options.owner);
-      // Taken over from a holder that stopped renewing (Leases.claim counts it): its lines are there already.
-      if (revision.stepCrashes > 0) stepLog.warning(STEP_RERUN_AFTER_CRASH);
+      // Taken over from a holder that stopped renewing (Leases.claim counts it), or failed here with the
+      // database gone, unsaid: the earlier run's lines are there already.
+      if (this.unsaid.delete(revision.id) || revision.stepCrashes > 0) stepLog.warning(STEP_RERUN_AFTER_CRASH);
       let outcome: StepOutcome = await this.build({ revision, status, signal, log: stepLog });
       // What the revision refers to is checked as the create step ends, when it would be used.
       if (outcome.ok && revision.status === "CREATING") outcome = (await this.work.steps.checkReferences(revision)) ?? outcome;
@@ -327,7 +331,10 @@ export class PipelineWorker {
       if (inARow >= this.options.giveUpAfter && (await this.giveUp(revision, err, inARow))) return;
       this.logger.warn({ err, ...log }, "pipeline: step failed unexpectedly; retrying later");
       // The reason stays in the service's own log: it may name internals.
-      if (stepLog) await this.work.logs.append(revision, [{ kind: stepLog.kind, level: "WARNING", message: "This step stopped on an internal error; it runs again shortly" }]);
+      if (stepLog) {
+        const said = await this.work.logs.append(revision, [{ kind: stepLog.kind, level: "WARNING", message: STEP_RETRIED }]);
+        if (said === 0) this.unsaid.add(revision.id);
+      }
       // Again later, and later each time in a row (retryMs, twice that, four times…, at most 64 times):
       // at the defaults the step gives up after waits of 1 + 2 + 4 + 8 s.
       const delay = this.options.retryMs * 2 ** Math.min(Math.max(inARow - 1, 0), 6);

@@ -1,11 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { applyTransition } from "../../src/core/transitions.js";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { type DomainEvent, topics } from "../../src/events/types.js";
 import type { RevisionStatus } from "../../src/core/revision-machine.js";
 import type { Runtime, StepOutcome, StepRequest } from "../../src/pipeline/runtime.js";
 import { SimulatorRuntime } from "../../src/pipeline/runtimes/simulator.js";
-import { STEP_HANDED_ON, STEP_RERUN_AFTER_CRASH } from "../../src/pipeline/worker.js";
+import { STEP_HANDED_ON, STEP_RERUN_AFTER_CRASH, STEP_RETRIED } from "../../src/pipeline/worker.js";
+import { LogWriter } from "../../src/core/log-writer.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { codehostDeploymentBody, createInstallation, createListener, deploymentBody, selfHostedDeploymentBody } from "../support/fixtures.js";
 import { createDeployment, createRevision, eventLog, HeldRuntime, MANAGED_LOG, workersOn } from "./support.js";
@@ -345,7 +346,7 @@ class ScriptedRuntime implements Runtime {
 
 describe("pipeline worker, when a step keeps failing on an internal error", () => {
   const GIVEN_UP = "This step stopped on an internal error 5 times in a row, so the revision was given up. Create a new revision to try again.";
-  const RETRIED = "This step stopped on an internal error; it runs again shortly";
+  const RETRIED = STEP_RETRIED;
   const lines = (revisionId: string) => prisma().revisionLog.findMany({ where: { revisionId }, orderBy: { id: "asc" } });
 
   it("fails its revision after 5 failures in a row that are not transient (a value the database refuses), saying nothing of the error", async () => {
@@ -380,6 +381,28 @@ describe("pipeline worker, when a step keeps failing on an internal error", () =
     expect(await statusOf(rev.id)).toBe("DEPLOYED");
     expect(runtime.attempts.get("DEPLOYING")).toBe(9);
     expect(w.stats.errors).toBe(8);
+  });
+
+  it("says at the run after an internal error that the step runs again, when the database was lost as it failed and the log could not say so then", async () => {
+    const { revision: rev } = await deploy();
+    const runtime = new ScriptedRuntime(rev.id, { BUILDING: (n) => (n === 1 ? new Error("a fault of the runtime") : { ok: true }) });
+    // The line the failure writes is lost with the database (LogWriter.append answers 0 lines written).
+    const append = LogWriter.prototype.append;
+    let lost = 0;
+    const spy = vi.spyOn(LogWriter.prototype, "append").mockImplementation(function (this: LogWriter, ...args: Parameters<LogWriter["append"]>) {
+      if (args[1].some((l) => l.message === STEP_RETRIED)) return Promise.resolve((lost++, 0));
+      return append.apply(this, args);
+    });
+    try {
+      worker(runtime, { retryMs: 10 });
+      await until(rev.id, "DEPLOYED");
+    } finally {
+      spy.mockRestore();
+    }
+    expect(lost).toBe(1);
+    const build = await logMessages(rev, "build");
+    expect(build).not.toContain(STEP_RETRIED);
+    expect(build.filter((m) => m === STEP_RERUN_AFTER_CRASH)).toHaveLength(1);
   });
 
   it("counts the failures of each step afresh: 4 in a row at one step, then 4 at the next, still deploys", async () => {
