@@ -129,5 +129,7 @@ export async function migrationsApplied(sql: Sql, migrations: Migration[]): Prom
  */
 export async function unknownMigrations(sql: Sql, migrations: Migration[]): Promise<string[]> {
   const known = new Set(migrations.map((m) => m.name));
-  return [...(await recordedMigrations(sql)).keys()].filter((name) => !known.has(name)).sort();
+  // Unfinished ones too: Prisma Migrate records a migration that failed part-way, its changes made.
+  const rows = await sql.query<{ migration_name: string }>(`SELECT migration_name FROM "_prisma_migrations" WHERE rolled_back_at IS NULL`);
+  return [...new Set(rows.map((r) => r.migration_name))].filter((name) => !known.has(name)).sort();
 }

@@ -529,14 +529,16 @@ describe.each(targets)("data migrations on a $name database", (target) => {
 describe("a version started on a database that a newer one migrated (a rollback)", () => {
   it(`on ${THIS_RUNS_BACKEND}: warns, naming the migrations it does not know, and serves`, () =>
     onThisRunsBackend("dcp-rollback-", async (env, open) => {
-      const newer = ["29991231000000_from_a_newer_version", "29991231000001_and_another"];
+      // One finished, one that failed part-way under Prisma Migrate (unfinished), one rolled back (not named).
+      const newer = ["29991231000000_from_a_newer_version", "29991231000001_failed_part_way"];
       const db = await open();
       try {
         await migrate(db.sql);
-        for (const name of newer) {
+        for (const [name, finished, rolledBack] of [[newer[0]!, true, false], [newer[1]!, false, false], ["29991231000002_rolled_back", true, true]] as const) {
           await db.sql.query(
-            `INSERT INTO "_prisma_migrations" (id, checksum, finished_at, migration_name, applied_steps_count) VALUES ($1, $2, now(), $3, 1)`,
-            [randomUUID(), sha256(name), name],
+            `INSERT INTO "_prisma_migrations" (id, checksum, finished_at, rolled_back_at, migration_name, applied_steps_count)
+             VALUES ($1, $2, CASE WHEN $3 THEN now() END, CASE WHEN $4 THEN now() END, $5, 1)`,
+            [randomUUID(), sha256(name), finished, rolledBack, name],
           );
         }
         expect(await unknownMigrations(db.sql, await readMigrations())).toEqual(newer);
