@@ -17,7 +17,7 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, locat
   if (!result.success) {
     const sent = secretsSent(schema, input);
     throw invalid(
-      result.error.issues.map((issue) => {
+      withoutSafeIntegerBounds(result.error.issues).map((issue) => {
         const shown = toFastApiIssue(withSentInput(issue, input), location);
         if (!("input" in shown) || quotable(schema, issue.path, shown.input, sent)) return shown;
         const { input: _secret, ...rest } = shown;
@@ -28,6 +28,17 @@ export function parseInput<S extends z.ZodType>(schema: S, input: unknown, locat
   const unstorable = unstorableIssues(result.data, [location]);
   if (unstorable.length > 0) throw invalid(unstorable);
   return result.data;
+}
+
+/**
+ * zod's int() also bounds a number by the safe integers, so a value far past a field's own bound
+ * (`limit: 1e308`) would be told both bounds; its own is the one to tell.
+ */
+function withoutSafeIntegerBounds(issues: z.core.$ZodIssue[]): z.core.$ZodIssue[] {
+  const safeBound = (i: z.core.$ZodIssue) =>
+    (i.code === "too_big" && Number(i.maximum) === Number.MAX_SAFE_INTEGER) || (i.code === "too_small" && Number(i.minimum) === Number.MIN_SAFE_INTEGER);
+  const samePath = (a: z.core.$ZodIssue, b: z.core.$ZodIssue) => a.path.length === b.path.length && a.path.every((p, n) => p === b.path[n]);
+  return issues.filter((i) => !safeBound(i) || !issues.some((other) => other !== i && other.code === i.code && !safeBound(other) && samePath(i, other)));
 }
 
 /** No API input nests this deep (a Kubernetes volume source is about a dozen levels down a body). */

@@ -66,6 +66,20 @@ describe("parseInput", () => {
   });
 });
 
+describe("an integer far past its bound", () => {
+  it("is told its field's bound alone, not also the safe integers' that zod's int() checks", () => {
+    const limit = z.number().int().min(1).max(1000);
+    expect(issuesOf(limit, 1e308)).toEqual([
+      { loc: ["body", "field"], type: "less_than_equal", msg: "Input should be less than or equal to 1000", ctx: { le: 1000 }, input: 1e308 },
+    ]);
+    expect(issuesOf(limit, -1e308)).toEqual([
+      { loc: ["body", "field"], type: "greater_than_equal", msg: "Input should be greater than or equal to 1", ctx: { ge: 1 }, input: -1e308 },
+    ]);
+    // Without a bound of its own, the safe integers' is the one it has.
+    expect(issuesOf(z.number().int(), 1e308)).toEqual([expect.objectContaining({ type: "less_than_equal", ctx: { le: Number.MAX_SAFE_INTEGER } })]);
+  });
+});
+
 describe("NUL characters, which PostgreSQL text cannot hold", () => {
   it("are refused wherever they are in the parsed value, without echoing it, and ignored in unknown fields", () => {
     const schema = z.object({ name: z.string(), labels: z.record(z.string(), z.string()), list: z.array(z.string()) });
