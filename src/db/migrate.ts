@@ -123,9 +123,10 @@ export async function migrationsApplied(sql: Sql, migrations: Migration[]): Prom
 }
 
 /**
- * Migrations recorded as applied that are not on disk, oldest first: a newer version of the service
- * applied them, and this one (a rollback, or an older replica during a rolling upgrade) runs on a
- * schema it was not written for. Call after migrate(), which has made sure the table exists.
+ * Migrations recorded (applied, or begun and left unfinished by Prisma Migrate) that are not on disk,
+ * oldest first: a newer version of the service made them, and this one (a rollback, or an older
+ * replica during a rolling upgrade) runs on a schema it was not written for. Call after migrate(),
+ * which has made sure the table exists.
  */
 export async function unknownMigrations(sql: Sql, migrations: Migration[]): Promise<string[]> {
   const known = new Set(migrations.map((m) => m.name));
