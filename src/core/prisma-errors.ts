@@ -81,9 +81,31 @@ export function isRefusedForGood(err: unknown, depth = 0): boolean {
 /** How long both faces tell a client to wait before retrying when the database is lost (Retry-After). */
 export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
 
-/** A lost database as the CoreError both faces answer with (503 + Retry-After, SERVICE_UNAVAILABLE). */
-export const unavailableAsCoreError = (err: unknown): unknown =>
-  isDatabaseUnavailable(err) ? new CoreError("UNAVAILABLE", "The database is unavailable; retry shortly.") : err;
+/**
+ * Of those, a database that answers too slowly rather than not at all: a transaction that could not
+ * start or finish in time (P2028: every connection busy, or a row lock held by another past the
+ * transaction's bound), a statement past its bound (57014), no answer within pg's or Prisma's wait.
+ */
+const TIMED_OUT_CODES = new Set(["P2028", "P1008", "57014"]);
+const TIMED_OUT_MESSAGES = /timeout exceeded when trying to connect|Query read timeout/i;
+
+function isTimedOut(err: unknown, depth = 0): boolean {
+  if (typeof err !== "object" || err === null || depth > 5) return false;
+  const e = err as Record<string, unknown>;
+  for (const code of [e.code, e.originalCode]) if (typeof code === "string" && TIMED_OUT_CODES.has(code)) return true;
+  if (typeof e.message === "string" && TIMED_OUT_MESSAGES.test(e.message)) return true;
+  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
+  return isTimedOut(e.cause, depth + 1) || isTimedOut(meta?.driverAdapterError, depth + 1);
+}
+
+/**
+ * A lost database as the CoreError both faces answer with (503 + Retry-After, SERVICE_UNAVAILABLE),
+ * saying whether it did not answer in time (busy, or a lock held long) or could not be reached.
+ */
+export const unavailableAsCoreError = (err: unknown): unknown => {
+  if (!isDatabaseUnavailable(err)) return err;
+  return new CoreError("UNAVAILABLE", isTimedOut(err) ? "The database did not answer in time; retry shortly." : "The database is unavailable; retry shortly.");
+};
 
 /** SQLSTATEs (and Prisma's, the driver adapter's names) of a write that met another's: a conflict, a deadlock, a wait cut short. */
 const CONFLICT_CODES = new Set(["40001", "40P01", "55P03", "57014", "P2034", "TransactionWriteConflict"]);

@@ -66,7 +66,8 @@ describe.skipIf(!adminUrl)("a database that stops answering without closing its 
     ]);
     for (const res of [list, create]) {
       expect(res.status, res.text).toBe(503);
-      expect(res.body).toEqual({ detail: "The database is unavailable; retry shortly." });
+      // Accepted, never answered: it did not answer in time.
+      expect(res.body).toEqual({ detail: "The database did not answer in time; retry shortly." });
       expect(res.headers.get("retry-after")).toMatch(/^\d+$/);
     }
     expect(graphql.status, graphql.text).toBe(503);
