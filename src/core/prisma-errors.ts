@@ -29,6 +29,22 @@ export function violatedForeignKey(err: unknown, depth = 0): string | null {
 }
 
 /**
+ * Whether err, or an error it wraps at any depth (its cause, a Prisma error's driver adapter error),
+ * passes `test`: Prisma errors, driver adapter errors and raw pg errors alike.
+ */
+function anyWrapped(err: unknown, test: (e: Record<string, unknown>) => boolean, depth = 0): boolean {
+  if (typeof err !== "object" || err === null || depth > 5) return false;
+  const e = err as Record<string, unknown>;
+  if (test(e)) return true;
+  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
+  return anyWrapped(e.cause, test, depth + 1) || anyWrapped(meta?.driverAdapterError, test, depth + 1);
+}
+
+/** Whether one of the error's codes (its own, the database's original, the driver adapter's kind) is in `codes`. */
+const codeIn = (e: Record<string, unknown>, codes: ReadonlySet<string>) =>
+  [e.code, e.originalCode, e.kind].some((code) => typeof code === "string" && codes.has(code));
+
+/**
  * Prisma's codes for "cannot reach / lost / timed out waiting for" the database. P2028: a transaction
  * could not start (or finish) in time, every pooled connection busy: an overload a retry gets past.
  */
@@ -50,17 +66,15 @@ const PG_MESSAGES = /Connection terminated|timeout exceeded when trying to conne
  * says the database connection failed rather than the query: such requests answer 503 with
  * Retry-After, as the pool reconnects on its own. A FATAL severity always ends the session.
  */
-export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
-  if (typeof err !== "object" || err === null || depth > 5) return false;
-  const e = err as Record<string, unknown>;
-  const code = typeof e.code === "string" ? e.code : typeof e.originalCode === "string" ? e.originalCode : "";
-  if (PRISMA_UNAVAILABLE.has(code) || SQLSTATE_UNAVAILABLE.has(code) || SOCKET_UNAVAILABLE.has(code)) return true;
-  if (code.startsWith("08")) return true; // SQLSTATE class 08: connection exception
-  if (typeof e.kind === "string" && ADAPTER_UNAVAILABLE.has(e.kind)) return true;
-  if (e.severity === "FATAL") return true;
-  if (typeof e.message === "string" && PG_MESSAGES.test(e.message) && !(err instanceof CoreError)) return true;
-  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
-  return isDatabaseUnavailable(e.cause, depth + 1) || isDatabaseUnavailable(meta?.driverAdapterError, depth + 1);
+export function isDatabaseUnavailable(err: unknown): boolean {
+  return anyWrapped(err, (e) => {
+    const code = typeof e.code === "string" ? e.code : typeof e.originalCode === "string" ? e.originalCode : "";
+    if (PRISMA_UNAVAILABLE.has(code) || SQLSTATE_UNAVAILABLE.has(code) || SOCKET_UNAVAILABLE.has(code)) return true;
+    if (code.startsWith("08")) return true; // SQLSTATE class 08: connection exception
+    if (typeof e.kind === "string" && ADAPTER_UNAVAILABLE.has(e.kind)) return true;
+    if (e.severity === "FATAL") return true;
+    return typeof e.message === "string" && PG_MESSAGES.test(e.message) && !(e instanceof CoreError);
+  });
 }
 
 /**
@@ -70,13 +84,7 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
 const SQLSTATE_REFUSED_FOR_GOOD = new Set(["3D000", "28000", "28P01"]);
 
 /** Whether err (at any depth of cause) is a connection the server refuses for good (SQLSTATE_REFUSED_FOR_GOOD). */
-export function isRefusedForGood(err: unknown, depth = 0): boolean {
-  if (typeof err !== "object" || err === null || depth > 5) return false;
-  const e = err as Record<string, unknown>;
-  for (const code of [e.code, e.originalCode]) if (typeof code === "string" && SQLSTATE_REFUSED_FOR_GOOD.has(code)) return true;
-  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
-  return isRefusedForGood(e.cause, depth + 1) || isRefusedForGood(meta?.driverAdapterError, depth + 1);
-}
+export const isRefusedForGood = (err: unknown): boolean => anyWrapped(err, (e) => codeIn(e, SQLSTATE_REFUSED_FOR_GOOD));
 
 /** How long both faces tell a client to wait before retrying when the database is lost (Retry-After). */
 export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
@@ -89,14 +97,8 @@ export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
 const TIMED_OUT_CODES = new Set(["P2028", "P1008", "57014"]);
 const TIMED_OUT_MESSAGES = /timeout exceeded when trying to connect|Query read timeout/i;
 
-function isTimedOut(err: unknown, depth = 0): boolean {
-  if (typeof err !== "object" || err === null || depth > 5) return false;
-  const e = err as Record<string, unknown>;
-  for (const code of [e.code, e.originalCode]) if (typeof code === "string" && TIMED_OUT_CODES.has(code)) return true;
-  if (typeof e.message === "string" && TIMED_OUT_MESSAGES.test(e.message)) return true;
-  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
-  return isTimedOut(e.cause, depth + 1) || isTimedOut(meta?.driverAdapterError, depth + 1);
-}
+const isTimedOut = (err: unknown): boolean =>
+  anyWrapped(err, (e) => codeIn(e, TIMED_OUT_CODES) || (typeof e.message === "string" && TIMED_OUT_MESSAGES.test(e.message)));
 
 /**
  * A lost database as the CoreError both faces answer with (503 + Retry-After, SERVICE_UNAVAILABLE),
@@ -111,13 +113,7 @@ export const unavailableAsCoreError = (err: unknown): unknown => {
 const CONFLICT_CODES = new Set(["40001", "40P01", "55P03", "57014", "P2034", "TransactionWriteConflict"]);
 
 /** Whether err (at any depth of cause) is a write that met another's: a serialization failure, a deadlock, a lock or statement timeout. */
-function isWriteConflict(err: unknown, depth = 0): boolean {
-  if (typeof err !== "object" || err === null || depth > 5) return false;
-  const e = err as Record<string, unknown>;
-  for (const code of [e.code, e.originalCode, e.kind]) if (typeof code === "string" && CONFLICT_CODES.has(code)) return true;
-  const meta = e.meta as { driverAdapterError?: unknown } | undefined;
-  return isWriteConflict(e.cause, depth + 1) || isWriteConflict(meta?.driverAdapterError, depth + 1);
-}
+const isWriteConflict = (err: unknown): boolean => anyWrapped(err, (e) => codeIn(e, CONFLICT_CODES));
 
 /**
  * Whether err says nothing about the work that met it, so that doing it again may well succeed: the
