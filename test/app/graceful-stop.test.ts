@@ -76,10 +76,11 @@ async function scenario(env: Record<string, string>, open: () => Promise<Databas
     { input: { name: "draining", source: "INTERNAL_CONTAINER", sourceRevisionConfig: { imageUri: "registry.example/agent:1" } } },
   );
   const { id, latestRevision } = created.deploymentCreate.deployment;
-  // The revision's first step has started (its first log line is written): its lease is held.
+  // The revision's first step is under way: its own first line is written (after the status line its
+  // creation wrote), as the step runs, its lease held.
   await waitFor(
-    () => graphql<{ node: { buildLogs: { edges: unknown[] } } }>(server, `query($id: ID!) { node(id: $id) { ... on Revision { buildLogs(first: 1) { edges { node { message } } } } } }`, { id: latestRevision.id }),
-    (data) => data.node.buildLogs.edges.length > 0,
+    () => graphql<{ node: { buildLogs: { edges: { node: { message: string } }[] } } }>(server, `query($id: ID!) { node(id: $id) { ... on Revision { buildLogs(first: 5) { edges { node { message } } } } } }`, { id: latestRevision.id }),
+    (data) => data.node.buildLogs.edges.some((e) => e.node.message.startsWith("Creating revision ")),
     { what: "the revision's first step to start" },
   );
   const stream = sse(server, DEPLOYMENT_STATUS, { id });
