@@ -212,4 +212,13 @@ describe("resolver calls", () => {
     const resolved = Object.values((type as GraphQLObjectType).getFields()).filter((f) => f.resolve !== undefined).map((f) => f.name);
     expect(resolved).toEqual([]);
   });
+
+  // A deployment is shown as a DeploymentView (deployment-view.ts): its columns and what is read from
+  // its small stored JSON (secrets, secret references, agent) are properties; only what loads, plans
+  // or is large keeps a resolver.
+  it("answers a Deployment's columns by property reads: only relations, the Relay id and the stored configs resolve", () => {
+    const type = schema.getType("Deployment") as GraphQLObjectType;
+    const resolved = Object.values(type.getFields()).filter((f) => f.resolve !== undefined).map((f) => f.name);
+    expect(resolved.sort()).toEqual(["activeRevision", "id", "integration", "latestRevision", "listener", "revisions", "sourceConfig", "sourceRevisionConfig"]);
+  });
 });

@@ -86,7 +86,6 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("a step's transition", () => {
 
   it("misses when another worker took the lease between its read and its write", async () => {
     const { revisionId, takeOver, row } = await leasedRevision("lease-cas");
-    const sql = t.app.db.sql;
 
     const moved = t.app.db.prisma.$transaction((tx) =>
       transitionInTx(readThen(tx, takeOver), { revisionId, event: "advance", expectedFrom: "CREATING", leaseOwner: "first" }),

@@ -4,10 +4,9 @@ import { revisionCursorPurpose } from "../../core/revision-pages.js";
 import type { RevisionSummary } from "../../core/revision-reads.js";
 import type { RevisionConfig } from "../../core/revisions.js";
 import type { DeploymentWithRevision } from "../../core/deployments.js";
-import { maskedSecrets } from "../../core/schemas/secrets.js";
-import type { AgentEnvironment } from "../../core/schemas/agent.js";
+import { type DeploymentRow, type DeploymentView, deploymentView, deploymentViewOrNull } from "./deployment-view.js";
 import { deploymentSourceConfig } from "../../core/schemas/source-config.js";
-import { type DeploymentStatus, IMMUTABLE_SOURCE_CONFIG_FIELDS, REVISION_TRIGGER_FIELDS, type Source } from "../../core/schemas/source.js";
+import { IMMUTABLE_SOURCE_CONFIG_FIELDS, REVISION_TRIGGER_FIELDS } from "../../core/schemas/source.js";
 import type { RevisionStatus } from "../../core/revision-machine.js";
 import { builder } from "../builder.js";
 import type { GraphQLContext } from "../context.js";
@@ -23,7 +22,7 @@ import {
   RevisionStatusEnum,
   SourceEnum,
 } from "./enums.js";
-import { DeploymentRef, type DeploymentView, InstallationRef, ListenerRef, RevisionRef, type RevisionView } from "./refs.js";
+import { DeploymentRef, InstallationRef, ListenerRef, RevisionRef, type RevisionView } from "./refs.js";
 import { ANSWERED_BY_CONFIG, ANSWERED_BY_ID } from "./revisions.js";
 import {
   AgentInput,
@@ -36,7 +35,6 @@ import {
   SourceConfigRef,
   SourceRevisionConfigInput,
   SourceRevisionConfigRef,
-  secretReferencesView,
   sourceConfigView,
   sourceRevisionConfigView,
   revisionChangeFields,
@@ -59,45 +57,46 @@ const revisionAt = (ctx: GraphQLContext, id: string | null, info: GraphQLResolve
   id && selectsOnly(info, ANSWERED_BY_ID) ? ({ id } as RevisionView) : loadRevision(ctx, id);
 
 /** The latest revision: at hand when the page's statement read it with the deployment (no promise), else loaded. */
-const latestOf = (ctx: GraphQLContext, d: DeploymentView) => (d.latestRevision !== undefined ? d.latestRevision : loadRevision(ctx, d.latestRevisionId));
+const latestOf = (ctx: GraphQLContext, d: DeploymentRow) => (d.latestRevision !== undefined ? d.latestRevision : loadRevision(ctx, d.latestRevisionId));
 
 /**
  * The latest revision as the Revision the field shows. Read with a page, it may be its config alone,
  * and is then shown as it is: a page reads only that where its selection asks nothing of the
  * revision that the config does not answer (latestRevisionRead).
  */
-const latestRevisionOf = (ctx: GraphQLContext, d: DeploymentView, info: GraphQLResolveInfo) =>
+const latestRevisionOf = (ctx: GraphQLContext, d: DeploymentRow, info: GraphQLResolveInfo) =>
   d.latestRevision !== undefined ? (d.latestRevision as RevisionView | null) : revisionAt(ctx, d.latestRevisionId, info);
 
 builder.node(DeploymentRef, {
   description: "A deployment of an agent server: its configuration, its revisions and where it is served.",
   id: { resolve: (d) => d.id },
+  // Fields that show the row are DeploymentView's properties (see there); the rest read its `row`.
   fields: (t) => ({
-    uuid: t.exposeID("id", { description: "The REST id (deployment_id)." }),
-    tenantId: t.exposeID("workspaceId", { description: "The REST id of the workspace (tenant_id)." }),
+    uuid: t.exposeID("uuid", { description: "The REST id (deployment_id)." }),
+    tenantId: t.exposeID("tenantId", { description: "The REST id of the workspace (tenant_id)." }),
     createdAt: t.expose("createdAt", { type: "DateTime" }),
     updatedAt: t.expose("updatedAt", { type: "DateTime" }),
     name: t.exposeString("name"),
     displayName: t.exposeString("displayName"),
-    source: t.field({ type: SourceEnum, resolve: (d) => d.source as Source }),
-    sourceConfig: t.field({ type: SourceConfigRef, resolve: (d) => sourceConfigView(deploymentSourceConfig(d)) }),
+    source: t.expose("source", { type: SourceEnum }),
+    sourceConfig: t.field({ type: SourceConfigRef, resolve: ({ row }) => sourceConfigView(deploymentSourceConfig(row)) }),
     sourceRevisionConfig: t.field({
       type: SourceRevisionConfigRef,
       description: "The latest revision's source revision config.",
       resolve: (d, _args, ctx) => {
-        const latest = latestOf(ctx, d);
+        const latest = latestOf(ctx, d.row);
         return latest instanceof Promise ? latest.then(sourceRevisionConfigView) : sourceRevisionConfigView(latest);
       },
     }),
-    secrets: t.field({ type: [SecretRef], description: "Names only: values are never shown.", resolve: (d) => maskedSecrets(d.secrets).map(({ name }) => ({ name })) }),
-    secretReferences: t.field({ type: [SecretReferenceRef], resolve: (d) => secretReferencesView(d.secretReferences) }),
-    status: t.field({ type: DeploymentStatusEnum, resolve: (d) => d.status as DeploymentStatus }),
-    latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx, info) => latestRevisionOf(ctx, d, info) }),
+    secrets: t.expose("secrets", { type: [SecretRef], description: "Names only: values are never shown." }),
+    secretReferences: t.expose("secretReferences", { type: [SecretReferenceRef] }),
+    status: t.expose("status", { type: DeploymentStatusEnum }),
+    latestRevision: t.field({ type: RevisionRef, nullable: true, resolve: (d, _args, ctx, info) => latestRevisionOf(ctx, d.row, info) }),
     activeRevision: t.field({
       type: RevisionRef,
       nullable: true,
       description: "The revision being served: the last one that reached DEPLOYED.",
-      resolve: (d, _args, ctx, info) => revisionAt(ctx, d.activeRevisionId, info),
+      resolve: (d, _args, ctx, info) => revisionAt(ctx, d.row.activeRevisionId, info),
     }),
     revisions: t.connection(
       {
@@ -123,19 +122,15 @@ builder.node(DeploymentRef, {
       type: ListenerRef,
       nullable: true,
       description: "The listener running this self-hosted deployment.",
-      resolve: (d, _args, ctx) => (d.listenerId ? ctx.loaders.listener.load(d.listenerId) : null),
+      resolve: ({ row }, _args, ctx) => (row.listenerId ? ctx.loaders.listener.load(row.listenerId) : null),
     }),
     integration: t.field({
       type: InstallationRef,
       nullable: true,
       description: "The code-hosting installation the repository is read through.",
-      resolve: (d, _args, ctx) => (d.integrationId ? ctx.loaders.installation.load(d.integrationId) : null),
+      resolve: ({ row }, _args, ctx) => (row.integrationId ? ctx.loaders.installation.load(row.integrationId) : null),
     }),
-    agent: t.field({
-      type: AgentRef,
-      nullable: true,
-      resolve: (d) => (d.agentId && d.agentEnvironment ? { agentId: d.agentId, environment: d.agentEnvironment as AgentEnvironment } : null),
-    }),
+    agent: t.expose("agent", { type: AgentRef, nullable: true }),
     shareable: t.exposeBoolean("shareable"),
     routeThroughGateway: t.exposeBoolean("routeThroughGateway"),
     tracerSessionId: t.exposeID("tracerSessionId"),
@@ -151,7 +146,7 @@ builder.node(DeploymentRef, {
   }),
 });
 
-registerNode(DeploymentRef, (ctx, id) => ctx.loaders.deployment.load(id));
+registerNode(DeploymentRef, async (ctx, id) => deploymentViewOrNull(await ctx.loaders.deployment.load(id)));
 
 const DeploymentFilter = builder.inputType("DeploymentFilter", {
   description: "The REST listing's filters; all given filters must match.",
@@ -198,15 +193,16 @@ builder.queryField("deployments", (t) =>
         const parsed = ctx.core.batch.parseDeploymentFilter(toRestBody({ ...given, ...(ids && { deploymentIds: ids }) }));
         // Latest revisions the page will show are read with it, in one statement, rather than by the loader after.
         const latestRevision = latestRevisionRead(info) ?? undefined;
-        const page = await ctx.core.batch.relay(ctx.tenant, "graphql:deployments", args, (keyset) =>
-          ctx.core.batch.deploymentPage(ctx.tenant, parsed, keyset, { latestRevision }),
-        );
+        const page = await ctx.core.batch.relay(ctx.tenant, "graphql:deployments", args, async (keyset) => {
+          const rows = await ctx.core.batch.deploymentPage(ctx.tenant, parsed, keyset, { latestRevision });
+          return { ...rows, items: rows.items.map(deploymentView) };
+        });
         // Loaders serve the whole operation, so they are given rows and summaries only: a deployment
         // carrying its latest revision's config alone stands for it on this page, not elsewhere.
         if (latestRevision !== "config") {
-          for (const { node } of page.edges) {
-            ctx.loaders.deployment.prime(node.id, node);
-            const latest = "latestRevision" in node ? node.latestRevision : null;
+          for (const { node: { row } } of page.edges) {
+            ctx.loaders.deployment.prime(row.id, row);
+            const latest = "latestRevision" in row ? row.latestRevision : null;
             if (latest && isSummary(latest)) ctx.loaders.revision.prime(latest.id, latest);
           }
         }
@@ -261,7 +257,7 @@ const DeploymentDeletePayload = builder.objectRef<{ deletedDeploymentId?: string
 });
 
 /** The deployment a mutation returns, with the latest revision it wrote along (no refetch). */
-const written = (d: DeploymentWithRevision): { deployment: DeploymentView } => ({ deployment: d });
+const written = (d: DeploymentWithRevision): { deployment: DeploymentView } => ({ deployment: deploymentView(d) });
 
 builder.mutationFields((t) => ({
   deploymentCreate: t.field({

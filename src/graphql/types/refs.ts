@@ -1,7 +1,7 @@
-import type { AgentConnection, CodehostInstallation, CodehostRepository, Deployment, Listener, OAuthFlow, OAuthProvider, OAuthToken, Revision, Workspace } from "../../generated/prisma/client.js";
+import type { AgentConnection, CodehostInstallation, CodehostRepository, Listener, OAuthFlow, OAuthProvider, OAuthToken, Revision, Workspace } from "../../generated/prisma/client.js";
 import type { RevisionSummary } from "../../core/revision-reads.js";
-import type { RevisionConfig } from "../../core/revisions.js";
 import { builder } from "../builder.js";
+import type { DeploymentView } from "./deployment-view.js";
 
 /**
  * A revision as the GraphQL face holds it: at least its summary (what pages and loaders read), or
@@ -12,12 +12,6 @@ export type RevisionView = RevisionSummary & Partial<Revision>;
 
 // The node types' refs, apart from their fields, so that entity files can point at each other.
 export const WorkspaceRef = builder.objectRef<Workspace>("Workspace");
-/**
- * A deployment as the GraphQL face holds it: its row, with its latest revision when a page's
- * statement read it along: its summary, or its config alone on a page whose selection shows no more
- * of it (latestRevisionRead in deployments.ts).
- */
-export type DeploymentView = Deployment & { latestRevision?: RevisionSummary | RevisionConfig | null };
 export const DeploymentRef = builder.objectRef<DeploymentView>("Deployment");
 export const RevisionRef = builder.objectRef<RevisionView>("Revision");
 export const ListenerRef = builder.objectRef<Listener>("Listener");

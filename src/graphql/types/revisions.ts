@@ -12,6 +12,7 @@ import { toRestBody } from "../input-names.js";
 import { registerNode, requireId } from "../nodes.js";
 import { RevisionStatusEnum, SourceEnum } from "./enums.js";
 import { DeploymentRef, RevisionRef, type RevisionView } from "./refs.js";
+import { deploymentView, deploymentViewOrNull } from "./deployment-view.js";
 import {
   SecretRef,
   SecretReferenceRef,
@@ -88,7 +89,10 @@ builder.node(RevisionRef, {
     }),
     deployment: t.field({
       type: DeploymentRef,
-      resolve: async (r, _args, ctx) => (await ctx.loaders.deployment.load(r.deploymentId)) ?? Promise.reject(notFound("Deployment", r.deploymentId)),
+      resolve: async (r, _args, ctx) => {
+        const row = await ctx.loaders.deployment.load(r.deploymentId);
+        return row ? deploymentView(row) : Promise.reject(notFound("Deployment", r.deploymentId));
+      },
     }),
     events: t.field({
       type: [RevisionEventRef],
@@ -116,7 +120,7 @@ const payload = (name: string, withDeployment: boolean) =>
   builder.objectRef<RevisionPayload>(name).implement({
     fields: (t) => ({
       revision: t.field({ type: RevisionRef, nullable: true, resolve: (p) => p.revision ?? null }),
-      ...(withDeployment && { deployment: t.field({ type: DeploymentRef, nullable: true, resolve: (p) => p.deployment ?? null }) }),
+      ...(withDeployment && { deployment: t.field({ type: DeploymentRef, nullable: true, resolve: (p) => deploymentViewOrNull(p.deployment) }) }),
       userErrors: t.field({ type: [UserErrorType], resolve: (p) => p.userErrors }),
     }),
   });

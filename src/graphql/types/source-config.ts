@@ -122,11 +122,17 @@ export const SecretRef = builder.objectRef<{ name: string }>("Secret").implement
   fields: (t) => ({ name: t.exposeString("name") }),
 });
 
+export interface SecretReferenceView {
+  name: string;
+  secretName: string;
+  secretKey: string;
+}
+
 /** Stored secret references (REST's shape) under their GraphQL names, so that each field is a property read. */
-export const secretReferencesView = (json: unknown) =>
+export const secretReferencesView = (json: unknown): SecretReferenceView[] =>
   readSecretReferences(json).map((r) => ({ name: r.name, secretName: r.secret_name, secretKey: r.secret_key }));
 
-export const SecretReferenceRef = builder.objectRef<ReturnType<typeof secretReferencesView>[number]>("SecretReference").implement({
+export const SecretReferenceRef = builder.objectRef<SecretReferenceView>("SecretReference").implement({
   description: "An environment variable taken from a key of a Kubernetes secret.",
   fields: (t) => ({
     name: t.exposeString("name"),

@@ -5,6 +5,7 @@ import { type GraphQLContext, refreshLoaders } from "../context.js";
 import { globalIdOf, requireId } from "../nodes.js";
 import { DeploymentStatusEnum, RevisionStatusEnum } from "./enums.js";
 import { DeploymentRef, RevisionRef } from "./refs.js";
+import { deploymentView, deploymentViewOrNull } from "./deployment-view.js";
 
 const RevisionStatusChangeRef = builder.objectRef<RevisionStatusChange>("RevisionStatusChange").implement({
   description: "A revision's status: the current one when subscribing, then each change in order.",
@@ -27,7 +28,7 @@ const RevisionChangeKind = builder.enumType("RevisionChangeKind", {
 const DeploymentRevisionsChangeRef = builder.objectRef<DeploymentRevisionChange>("DeploymentRevisionsChange").implement({
   fields: (t) => ({
     kind: t.field({ type: RevisionChangeKind, resolve: (c) => c.kind }),
-    deployment: t.field({ type: DeploymentRef, resolve: (c) => c.deployment }),
+    deployment: t.field({ type: DeploymentRef, resolve: (c) => deploymentView(c.deployment) }),
     revision: t.field({ type: RevisionRef, resolve: (c) => c.revision }),
   }),
 });
@@ -36,7 +37,7 @@ const DeploymentStatusChangeRef = builder.objectRef<DeploymentStatusChange>("Dep
   description: "A deployment's status: the current one when subscribing, then each change.",
   fields: (t) => ({
     deploymentId: t.id({ description: "The deployment's global id (it stays known once the deployment is deleted).", resolve: (c) => globalIdOf("Deployment", c.deploymentId) }),
-    deployment: t.field({ type: DeploymentRef, nullable: true, description: "Null once the deployment is deleted.", resolve: (c) => c.deployment }),
+    deployment: t.field({ type: DeploymentRef, nullable: true, description: "Null once the deployment is deleted.", resolve: (c) => deploymentViewOrNull(c.deployment) }),
     status: t.field({ type: DeploymentStatusEnum, resolve: (c) => c.status as DeploymentStatus }),
   }),
 });
