@@ -23,7 +23,7 @@ interface AgentView {
  * A deployment as GraphQL shows it: its row, and each field that shows a column or a small stored
  * JSON (secrets, secret references, agent) as an own property under its GraphQL name, which
  * graphql-jit answers by a property read where a resolver costs a call with its own resolve info,
- * path and closures (nine a deployment, 900 a list page of 100; 4–6 % of the page's server CPU,
+ * path and closures (seven a deployment, 700 a list page of 100; 4–6 % of the page's server CPU,
  * bench/README.md). Properties rather than getters: graphql-jit reads a field again for each field
  * below it, and V8 does not inline getters into its handler of a page (getters for every field made
  * the page slower than the resolvers did). The source config, large with its resource spec, keeps
