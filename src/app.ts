@@ -333,6 +333,10 @@ async function build(config: Config, options: BuildOptions, logger: Logger, lock
       // database closes.
       workerWhenReady.disarm();
       await worker?.stop();
+      // Subscribers are sent what was written until now (the lines saying where the worker's steps
+      // stopped) before their streams end; the transports write what they took on the next turns.
+      await core.watch.settle();
+      await new Promise((resolve) => setImmediate(resolve));
       // Subscriptions end next (their sockets would otherwise hold the server open), and so do long-polls.
       await websockets?.close();
       // Its plugins stop listening to the core (the SSE streams' revocations), and end the SSE streams

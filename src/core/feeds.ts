@@ -53,6 +53,8 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   private failure: unknown = null;
   /** What the queue weighs (backlog.weigh). */
   private weight = 0;
+  /** Told once the consumer has taken every queued value (drained()). */
+  private emptied: (() => void)[] | null = null;
   closed = false;
 
   constructor(
@@ -97,6 +99,7 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     if (this.queue && this.queue.length > 0) {
       const value = this.queue.shift()!;
       if (this.backlog) this.weight -= this.backlog.weigh(value);
+      if (this.queue.length === 0) this.tellEmptied();
       return Promise.resolve({ value, done: false });
     }
     if (this.closed) {
@@ -110,8 +113,15 @@ export class Channel<T> implements AsyncIterableIterator<T> {
     });
   }
 
+  /** Resolves once the consumer has taken every value pushed so far, or they were dropped. */
+  drained(): Promise<void> {
+    if (!this.queue || this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => (this.emptied ??= []).push(resolve));
+  }
+
   return(): Promise<IteratorResult<T>> {
     this.queue = null;
+    this.tellEmptied();
     this.end();
     return Promise.resolve({ value: undefined, done: true });
   }
@@ -119,8 +129,15 @@ export class Channel<T> implements AsyncIterableIterator<T> {
   /** Fell too far behind: what it held goes at once, and the consumer is told why it ends. */
   private overflow(backlog: Backlog<T>): void {
     this.queue = null;
+    this.tellEmptied();
     this.weight = 0;
     this.end(backlog.overflow());
+  }
+
+  private tellEmptied(): void {
+    const emptied = this.emptied;
+    this.emptied = null;
+    for (const resolve of emptied ?? []) resolve();
   }
 
   [Symbol.asyncIterator]() {
@@ -239,6 +256,8 @@ export abstract class Feed<T, J = void> {
   private workspaceId = "";
   private ready: Promise<void> | null = null;
   private failure: unknown = null;
+  /** settle() calls waiting for a step that starts after them. */
+  private settlers: (() => void)[] = [];
   /** What a subscriber joining now receives first; undefined: nothing until the next change. */
   protected current: T | undefined = undefined;
   /** How far behind the feed each subscriber may fall (by default MAX_CHANGES_BEHIND changes). */
@@ -326,6 +345,22 @@ export abstract class Feed<T, J = void> {
     channel.push(typeof current === "object" && current !== null ? ({ ...current } as T) : current);
   }
 
+  /**
+   * Reads what changed once more, whether or not an event told of it, and resolves once every
+   * subscriber has taken what that sent (or the feed ended): for a server stopping, so that what was
+   * written just before (the pipeline's last lines as it hands its steps back) reaches subscribers
+   * before their streams end. A subscriber that does not read holds it: the caller bounds the wait.
+   */
+  async settle(): Promise<void> {
+    if (!this.ended) {
+      await new Promise<void>((resolve) => {
+        this.settlers.push(resolve);
+        this.wakeup.ring();
+      });
+    }
+    await Promise.all([...this.channels].map((channel) => channel.drained()));
+  }
+
   /** Sends a change to every subscriber; `remember` makes it what later subscribers start from. */
   protected publish(value: T, remember: boolean): void {
     if (remember) this.current = value;
@@ -372,6 +407,7 @@ export abstract class Feed<T, J = void> {
     this.ended = true;
     for (const unsubscribe of this.unsubscribes.splice(0)) unsubscribe();
     this.wakeup.ring();
+    for (const settled of this.settlers.splice(0)) settled();
     this.forget();
   }
 
@@ -387,7 +423,13 @@ export abstract class Feed<T, J = void> {
     try {
       while (!this.ended) {
         const full = await this.wakeup.wait();
-        if (!this.ended) await this.stepThroughOutage(full);
+        // Those who asked before this step began: it reads after their call.
+        const settled = this.settlers.splice(0);
+        try {
+          if (!this.ended) await this.stepThroughOutage(full);
+        } finally {
+          for (const resolve of settled) resolve();
+        }
       }
     } catch (err) {
       this.fail(err);

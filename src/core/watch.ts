@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { type DomainEvent, topics } from "../events/types.js";
 import type { Deployment, Revision, RevisionEvent } from "../generated/prisma/client.js";
 import { isTerminal, type RevisionStatus } from "./revision-machine.js";
@@ -36,6 +37,9 @@ export interface DeploymentStatusChange {
   deployment: Deployment | null;
   status: string;
 }
+
+/** The most a stopping server waits for its feeds' last reads and their subscribers (Watcher.settle). */
+const SETTLE_MS = 5_000;
 
 /** How often a feed re-reads its object with no event: a NOTIFY that failed (the bus's resync covers a reconnect). */
 const RECHECK_MS = 10_000;
@@ -103,6 +107,16 @@ export class Watcher {
     const id = revisionId.toLowerCase();
     const make = (forget: () => void) => new RevisionLogFeed(this.deps.prisma, tenant, id, kind, this.recheckMs, forget);
     return this.join(tenant, topics.revisionLogs(id, kind), make, tail);
+  }
+
+  /**
+   * For a server stopping, before its transports end their streams: every live feed reads once more
+   * what has been written (Feed.settle) and each subscriber takes it, for at most `withinMs` (a
+   * subscriber that does not read, a database that does not answer, do not hold the stop longer).
+   */
+  async settle(withinMs = SETTLE_MS): Promise<void> {
+    const settled = Promise.all([...this.feeds.values()].map((feed) => feed.settle()));
+    await Promise.race([settled, sleep(withinMs, undefined, { ref: false })]);
   }
 
   /** How many feeds are live (diagnostics and tests). */

@@ -30,6 +30,7 @@ const SETTINGS = {
 const STOP_WITHIN_MS = 60_000;
 
 const DEPLOYMENT_STATUS = /* GraphQL */ `subscription($id: ID!) { deploymentStatusChanged(deploymentId: $id) { status } }`;
+const BUILD_LOG = /* GraphQL */ `subscription($id: ID!) { revisionLogAppended(revisionId: $id, kind: BUILD) { message } }`;
 
 const servers = new Set<ServerProcess>();
 afterAll(async () => {
@@ -85,6 +86,8 @@ async function scenario(env: Record<string, string>, open: () => Promise<Databas
   );
   const stream = sse(server, DEPLOYMENT_STATUS, { id });
   await waitFor(() => stream.text, (text) => text.includes("event: next"), { what: "the subscription's current status" });
+  const log = sse(server, BUILD_LOG, { id: latestRevision.id });
+  await waitFor(() => log.text, (text) => text.includes("Creating revision "), { what: "the live log's lines so far" });
 
   // A deadline, not a synchronisation: the exit is awaited; past the deadline the stop counts as hung.
   const deadline = new AbortController();
@@ -96,6 +99,10 @@ async function scenario(env: Record<string, string>, open: () => Promise<Databas
   // Ended by the server as a subscription that completed, not cut off.
   expect(stream.text).toMatch(/event: complete\n/);
   expect(stream).toMatchObject({ ended: true, aborted: false });
+  // The live log tells its subscribers why it stops before it ends: the line the stop wrote, then complete.
+  expect(log).toMatchObject({ ended: true, aborted: false });
+  expect(log.text).toContain(JSON.stringify(STEP_HANDED_ON).slice(1, -1));
+  expect(log.text).toMatch(/event: complete\n/);
 
   const db = await open();
   try {

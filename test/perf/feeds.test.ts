@@ -202,6 +202,76 @@ describe("Feed.finish", () => {
   });
 });
 
+/** A feed of a value kept elsewhere (a database row, say) that no event tells of: each step reads it. */
+class Unannounced extends Feed<number> {
+  value = 0;
+  reads = 0;
+  private sent = 0;
+
+  protected async load(): Promise<void> {}
+
+  protected async step(): Promise<void> {
+    this.reads++;
+    await new Promise((r) => setImmediate(r)); // a read takes its time
+    if (this.value !== this.sent) this.publish((this.sent = this.value), true);
+  }
+}
+
+describe("Feed.settle (a server stopping)", () => {
+  it("reads once more, though no event told of a change, and resolves once every subscriber has taken what that sent", async () => {
+    const feed = new Unannounced(600_000, () => {});
+    feed.open(new MemoryEventBus(), topics.revision("r"), "ws-1");
+    const quick = await feed.join();
+    const slow = await feed.join();
+    const taken: string[] = [];
+    const first = quick.next().then(({ value }) => taken.push(`quick:${value}`));
+    feed.value = 7; // written, told to nobody: without settle() the feed would see it at its re-check, ten minutes on
+    let settled = false;
+    const settling = feed.settle().then(() => (settled = true));
+    await first;
+    // The slow subscriber has not taken its value yet: settle() waits for it.
+    await waitFor(() => feed.reads, (n) => n >= 1, { what: "the settling read" });
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    taken.push(`slow:${(await slow.next()).value}`);
+    await settling;
+    expect(taken).toEqual(["quick:7", "slow:7"]);
+  });
+
+  it("resolves at once for a feed that has ended, and for one that ends while it waits", async () => {
+    const feed = new Unannounced(600_000, () => {});
+    feed.open(new MemoryEventBus(), topics.revision("r"), "ws-1");
+    const channel = await feed.join();
+    await channel.return();
+    expect(feed.ended).toBe(true);
+    await feed.settle();
+  });
+});
+
+describe("Channel.drained", () => {
+  it("resolves once the consumer has taken every value pushed so far, or they were dropped", async () => {
+    const empty = new Channel<number>(() => {});
+    await empty.drained();
+
+    const channel = new Channel<number>(() => {});
+    channel.push(1);
+    channel.push(2);
+    let drained = false;
+    const draining = channel.drained().then(() => (drained = true));
+    await channel.next();
+    await new Promise((r) => setImmediate(r));
+    expect(drained).toBe(false);
+    await channel.next();
+    await draining;
+
+    const left = new Channel<number>(() => {});
+    left.push(1);
+    const leaving = left.drained();
+    await left.return();
+    await leaving;
+  });
+});
+
 describe("Wakeup", () => {
   it("tells a wait rung by an event apart from a re-check: its time, or the bus's resync", async () => {
     const wakeup = new Wakeup(60_000);
