@@ -1,12 +1,13 @@
 import { type IncomingMessage, request } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import type { Database } from "../../src/db/client.js";
 import { STEP_HANDED_ON } from "../../src/pipeline/worker.js";
 import { onThisRunsBackend, startTestApp, THIS_RUNS_BACKEND } from "../support/app.js";
 import { type ServerProcess, spawnServer } from "../support/server-process.js";
 import { holdNextCreation } from "../support/transaction-hold.js";
 import { waitFor } from "../support/wait.js";
+import { endOf, type Received, subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
 
 /**
  * A graceful stop (SIGTERM) with an SSE subscription open: the stream ends cleanly (its `complete`
@@ -88,6 +89,10 @@ async function scenario(env: Record<string, string>, open: () => Promise<Databas
   await waitFor(() => stream.text, (text) => text.includes("event: next"), { what: "the subscription's current status" });
   const log = sse(server, BUILD_LOG, { id: latestRevision.id });
   await waitFor(() => log.text, (text) => text.includes("Creating revision "), { what: "the live log's lines so far" });
+  const wsLog = subscribeWs(wsClient(server.url, API_KEY), BUILD_LOG, { id: latestRevision.id });
+  wsLog.done.catch(() => {}); // it ends with its socket's close, looked at below
+  const wsMessages = () => wsLog.messages.map((m) => (m.data as { revisionLogAppended: { message: string } } | undefined)?.revisionLogAppended.message);
+  await waitFor(wsMessages, (messages) => messages.some((m) => m?.startsWith("Creating revision ")), { what: "the live log's lines so far, over graphql-ws" });
 
   // A deadline, not a synchronisation: the exit is awaited; past the deadline the stop counts as hung.
   const deadline = new AbortController();
@@ -103,6 +108,9 @@ async function scenario(env: Record<string, string>, open: () => Promise<Databas
   expect(log).toMatchObject({ ended: true, aborted: false });
   expect(log.text).toContain(JSON.stringify(STEP_HANDED_ON).slice(1, -1));
   expect(log.text).toMatch(/event: complete\n/);
+  // Over graphql-ws too, before its socket closes (going away: the client may subscribe again elsewhere).
+  expect(wsMessages()).toContain(STEP_HANDED_ON);
+  expect(await endOf(wsLog.done, "the graphql-ws subscription to end")).toMatchObject({ code: 1001 });
 
   const db = await open();
   try {
@@ -151,5 +159,33 @@ describe("stop() while a request is in flight", { timeout: 60_000 }, () => {
     } finally {
       hold.restore();
     }
+  });
+});
+
+describe("stop() with the log of a step in flight subscribed", { timeout: 60_000 }, () => {
+  // The stop writes, in the step's log, that the step stopped there; the log's feed would learn of it
+  // from the bus. Here no event is delivered after the stop begins (a NOTIFY arriving late, or lost):
+  // the feed reads once more anyway before the streams end.
+  it("sends the line that says where the step stopped to SSE and graphql-ws subscribers before it ends their streams", async () => {
+    const t = await startTestApp({ PIPELINE_STEP_MS: "600000", RATE_LIMIT_PER_MINUTE: "0" });
+    const url = await t.app.start();
+    const ws = await t.workspace();
+    const created = await t.request("POST", "/v2/deployments", { key: ws.apiKey, body: { name: "live-log", source: "internal_container" } });
+    expect(created.status).toBe(201);
+    const revisionId = (created.body as { latest_revision_id: string }).latest_revision_id;
+    const id = Buffer.from(`Revision:${revisionId}`).toString("base64");
+    const messagesOf = (received: Received[]) => received.map((m) => (m.data as { revisionLogAppended: { message: string } } | undefined)?.revisionLogAppended.message);
+    const started = (messages: (string | undefined)[]) => messages.some((m) => m?.startsWith("Creating revision "));
+
+    const sseLog = subscribeSse(t, ws.apiKey, BUILD_LOG, { id });
+    const wsLog = subscribeWs(wsClient(url, ws.apiKey), BUILD_LOG, { id });
+    wsLog.done.catch(() => {}); // it ends with its socket's close
+    await waitFor(() => messagesOf(sseLog.messages), started, { what: "the step's first line, over SSE" });
+    await waitFor(() => messagesOf(wsLog.messages), started, { what: "the step's first line, over graphql-ws" });
+
+    vi.spyOn(t.app.deps.events, "publish").mockResolvedValue(undefined);
+    await t.close();
+    expect(messagesOf(sseLog.messages)).toContain(STEP_HANDED_ON);
+    expect(messagesOf(wsLog.messages)).toContain(STEP_HANDED_ON);
   });
 });
