@@ -177,6 +177,12 @@ export class Wakeup {
     this.wake?.();
   };
 
+  /** Wakes the loop at once for a full re-check, as if its time had come. */
+  recheckNow = (): void => {
+    this.stale = true;
+    this.ring();
+  };
+
   /**
    * Events may have been lost (the bus resynced): wakes the loop for a full re-check, at once or
    * within the spread. An event rung meanwhile starts that full step sooner.
@@ -346,7 +352,7 @@ export abstract class Feed<T, J = void> {
   }
 
   /**
-   * Reads what changed once more, whether or not an event told of it, and resolves once every
+   * Reads once more in full (events may still be on their way), and resolves once every
    * subscriber has taken what that sent (or the feed ended): for a server stopping, so that what was
    * written just before (the pipeline's last lines as it hands its steps back) reaches subscribers
    * before their streams end. A subscriber that does not read holds it: the caller bounds the wait.
@@ -355,7 +361,7 @@ export abstract class Feed<T, J = void> {
     if (!this.ended) {
       await new Promise<void>((resolve) => {
         this.settlers.push(resolve);
-        this.wakeup.ring();
+        this.wakeup.recheckNow();
       });
     }
     await Promise.all([...this.channels].map((channel) => channel.drained()));

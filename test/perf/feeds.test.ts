@@ -238,7 +238,15 @@ describe("Feed.settle (a server stopping)", () => {
     expect(taken).toEqual(["quick:7", "slow:7"]);
   });
 
-  it("resolves at once for a feed that has ended, and for one that ends while it waits", async () => {
+  it("steps in full: a feed that reads only what events told of reads everything then", async () => {
+    const feed = new StepRecorder(600_000, () => {});
+    feed.open(new MemoryEventBus(), topics.revision("r"), "ws-1");
+    await feed.join();
+    await feed.settle();
+    expect(feed.steps).toEqual([true]);
+  });
+
+  it("resolves at once for a feed that has ended", async () => {
     const feed = new Unannounced(600_000, () => {});
     feed.open(new MemoryEventBus(), topics.revision("r"), "ws-1");
     const channel = await feed.join();
