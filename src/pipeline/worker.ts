@@ -98,6 +98,11 @@ export const STEP_HANDED_ON = "This step stopped here as its server shut down: a
 export const STEP_RETRIED = "This step stopped on an internal error; it runs again shortly";
 export const STEP_RERUN_AFTER_CRASH = "This step's earlier run was cut short (its server stopped, stalled or lost the database): it runs again, from its start";
 
+/** How many unsaid failures a worker remembers (PipelineWorker.unsaid): far more than one outage leaves. */
+const UNSAID_KEPT = 1_000;
+/** A step of a revision, as PipelineWorker.unsaid names it: the same revision in another status is another step. */
+const unsaidStep = (revision: { id: string; status: string }) => `${revision.id} ${revision.status}`;
+
 export interface WorkerStats {
   claimed: number;
   committed: number;
@@ -126,7 +131,11 @@ export class PipelineWorker {
   private troubleAt = Number.NEGATIVE_INFINITY;
   /** Steps this worker saw fail in a row on an internal error that is not transient. */
   private readonly failures = new FailuresInARow();
-  /** Revisions whose step failed here without its log saying so (the database was lost too): the next run says it. */
+  /**
+   * Steps (revision and status, unsaidStep) that failed here without their log saying so (the database
+   * was lost too): this worker's next run of the same step says it. Another worker may run it
+   * meanwhile (it cannot know), and the revision move on: the next step has nothing to say of it.
+   */
   private readonly unsaid = new Set<string>();
   /** Steps suspected of crashing the service, each waiting to run with no other in flight. */
   private readonly alone = new AloneLine();
@@ -147,6 +156,12 @@ export class PipelineWorker {
   ) {
     this.options = { ...defaultWorkerOptions(), ...options };
     this.work = work(this.options, logger);
+  }
+
+  /** A step whose failure its log could not tell; the oldest are forgotten past UNSAID_KEPT (runs elsewhere leave theirs). */
+  private remember(step: string): void {
+    this.unsaid.add(step);
+    if (this.unsaid.size > UNSAID_KEPT) this.unsaid.delete(this.unsaid.values().next().value!);
   }
 
   start(): void {
@@ -308,7 +323,7 @@ export class PipelineWorker {
       stepLog = this.work.logs.stepLog(revision, logKindOf(status, routeFor(revision.source)), this.options.owner);
       // Taken over from a holder that stopped renewing (Leases.claim counts it), or failed here with the
       // database gone, unsaid: the earlier run's lines are there already.
-      if (this.unsaid.delete(revision.id) || revision.stepCrashes > 0) stepLog.warning(STEP_RERUN_AFTER_CRASH);
+      if (this.unsaid.delete(unsaidStep(revision)) || revision.stepCrashes > 0) stepLog.warning(STEP_RERUN_AFTER_CRASH);
       let outcome: StepOutcome = await this.build({ revision, status, signal, log: stepLog });
       // What the revision refers to is checked as the create step ends, when it would be used.
       if (outcome.ok && revision.status === "CREATING") outcome = (await this.work.steps.checkReferences(revision)) ?? outcome;
@@ -333,7 +348,7 @@ export class PipelineWorker {
       // The reason stays in the service's own log: it may name internals.
       if (stepLog) {
         const said = await this.work.logs.append(revision, [{ kind: stepLog.kind, level: "WARNING", message: STEP_RETRIED }]);
-        if (said === 0) this.unsaid.add(revision.id);
+        if (said === 0) this.remember(unsaidStep(revision));
       }
       // Again later, and later each time in a row (retryMs, twice that, four times…, at most 64 times):
       // at the defaults the step gives up after waits of 1 + 2 + 4 + 8 s.

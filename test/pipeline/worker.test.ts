@@ -405,6 +405,35 @@ describe("pipeline worker, when a step keeps failing on an internal error", () =
     expect(build.filter((m) => m === STEP_RERUN_AFTER_CRASH)).toHaveLength(1);
   });
 
+  it("says nothing of a lost line in another step's log: the step that failed unsaid was run elsewhere meanwhile", async () => {
+    const { revision: rev } = await deploy();
+    const runtime = new ScriptedRuntime(rev.id, { BUILDING: (n) => (n === 1 ? new Error("a fault of the runtime") : { ok: true }) });
+    const append = LogWriter.prototype.append;
+    let lost = 0;
+    const spy = vi.spyOn(LogWriter.prototype, "append").mockImplementation(function (this: LogWriter, ...args: Parameters<LogWriter["append"]>) {
+      if (!args[1].some((l) => l.message === STEP_RETRIED)) return append.apply(this, args);
+      lost++;
+      return Promise.resolve(0);
+    });
+    // The first worker's build fails, its line lost; the step is due again only after the worker has stopped.
+    const first = worker(runtime, { retryMs: 3_000 });
+    try {
+      await waitFor(() => lost, (n) => n === 1, { what: "the build's failure, its line lost" });
+      await first.stop();
+    } finally {
+      spy.mockRestore();
+    }
+    // Another worker runs the build, and is stopped in the deploy step; the first takes the deploy up.
+    const held = new HeldRuntime("DEPLOYING");
+    const second = worker(held);
+    await waitFor(async () => held.holding(rev.id), Boolean, { what: "the second worker's deploy step" });
+    await second.stop();
+    first.start();
+    await until(rev.id, "DEPLOYED");
+    expect(runtime.attempts.get("BUILDING")).toBe(1);
+    expect(await logMessages(rev, "deploy")).not.toContain(STEP_RERUN_AFTER_CRASH);
+  });
+
   it("counts the failures of each step afresh: 4 in a row at one step, then 4 at the next, still deploys", async () => {
     const fault = (n: number) => (n <= 4 ? new Error("a fault of the runtime") : { ok: true as const });
     const { revision: rev } = await deploy();
