@@ -344,6 +344,24 @@ class ScriptedRuntime implements Runtime {
   }
 }
 
+/** A revision whose build fails once on an internal error, then succeeds. */
+async function buildFailingOnce() {
+  const { revision } = await deploy();
+  return { revision, runtime: new ScriptedRuntime(revision.id, { BUILDING: (n) => (n === 1 ? new Error("a fault of the runtime") : { ok: true }) }) };
+}
+
+/** The lines a failure writes ("runs again") are lost with the database (LogWriter.append answers 0 lines written), until restore(). */
+function loseRetriedLines() {
+  const append = LogWriter.prototype.append;
+  const lost = { count: 0, restore: () => spy.mockRestore() };
+  const spy = vi.spyOn(LogWriter.prototype, "append").mockImplementation(function (this: LogWriter, ...args: Parameters<LogWriter["append"]>) {
+    if (!args[1].some((l) => l.message === STEP_RETRIED)) return append.apply(this, args);
+    lost.count++;
+    return Promise.resolve(0);
+  });
+  return lost;
+}
+
 describe("pipeline worker, when a step keeps failing on an internal error", () => {
   const GIVEN_UP = "This step stopped on an internal error 5 times in a row, so the revision was given up. Create a new revision to try again.";
   const lines = (revisionId: string) => prisma().revisionLog.findMany({ where: { revisionId }, orderBy: { id: "asc" } });
@@ -383,45 +401,30 @@ describe("pipeline worker, when a step keeps failing on an internal error", () =
   });
 
   it("says at the run after an internal error that the step runs again, when the database was lost as it failed and the log could not say so then", async () => {
-    const { revision: rev } = await deploy();
-    const runtime = new ScriptedRuntime(rev.id, { BUILDING: (n) => (n === 1 ? new Error("a fault of the runtime") : { ok: true }) });
-    // The line the failure writes is lost with the database (LogWriter.append answers 0 lines written).
-    const append = LogWriter.prototype.append;
-    let lost = 0;
-    const spy = vi.spyOn(LogWriter.prototype, "append").mockImplementation(function (this: LogWriter, ...args: Parameters<LogWriter["append"]>) {
-      if (!args[1].some((l) => l.message === STEP_RETRIED)) return append.apply(this, args);
-      lost++;
-      return Promise.resolve(0);
-    });
+    const { revision: rev, runtime } = await buildFailingOnce();
+    const lost = loseRetriedLines();
     try {
       worker(runtime, { retryMs: 10 });
       await until(rev.id, "DEPLOYED");
     } finally {
-      spy.mockRestore();
+      lost.restore();
     }
-    expect(lost).toBe(1);
+    expect(lost.count).toBe(1);
     const build = await logMessages(rev, "build");
     expect(build).not.toContain(STEP_RETRIED);
     expect(build.filter((m) => m === STEP_RERUN_AFTER_CRASH)).toHaveLength(1);
   });
 
   it("says nothing of a lost line in another step's log: the step that failed unsaid was run elsewhere meanwhile", async () => {
-    const { revision: rev } = await deploy();
-    const runtime = new ScriptedRuntime(rev.id, { BUILDING: (n) => (n === 1 ? new Error("a fault of the runtime") : { ok: true }) });
-    const append = LogWriter.prototype.append;
-    let lost = 0;
-    const spy = vi.spyOn(LogWriter.prototype, "append").mockImplementation(function (this: LogWriter, ...args: Parameters<LogWriter["append"]>) {
-      if (!args[1].some((l) => l.message === STEP_RETRIED)) return append.apply(this, args);
-      lost++;
-      return Promise.resolve(0);
-    });
+    const { revision: rev, runtime } = await buildFailingOnce();
+    const lost = loseRetriedLines();
     // The first worker's build fails, its line lost; the step is due again only after the worker has stopped.
     const first = worker(runtime, { retryMs: 3_000 });
     try {
-      await waitFor(() => lost, (n) => n === 1, { what: "the build's failure, its line lost" });
+      await waitFor(() => lost.count, (n) => n === 1, { what: "the build's failure, its line lost" });
       await first.stop();
     } finally {
-      spy.mockRestore();
+      lost.restore();
     }
     // Another worker runs the build, and is stopped in the deploy step; the first takes the deploy up.
     const held = new HeldRuntime("DEPLOYING");
