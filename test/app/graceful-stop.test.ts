@@ -8,6 +8,7 @@ import { type ServerProcess, spawnServer } from "../support/server-process.js";
 import { holdNextCreation } from "../support/transaction-hold.js";
 import { waitFor } from "../support/wait.js";
 import { endOf, type Received, subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
+import { globalId } from "../graphql/support.js";
 
 /**
  * A graceful stop (SIGTERM) with an SSE subscription open: the stream ends cleanly (its `complete`
@@ -173,7 +174,7 @@ describe("stop() with the log of a step in flight subscribed", { timeout: 60_000
     const created = await t.request("POST", "/v2/deployments", { key: ws.apiKey, body: { name: "live-log", source: "internal_container" } });
     expect(created.status).toBe(201);
     const revisionId = (created.body as { latest_revision_id: string }).latest_revision_id;
-    const id = Buffer.from(`Revision:${revisionId}`).toString("base64");
+    const id = globalId("Revision", revisionId);
     const messagesOf = (received: Received[]) => received.map((m) => (m.data as { revisionLogAppended: { message: string } } | undefined)?.revisionLogAppended.message);
     const started = (messages: (string | undefined)[]) => messages.some((m) => m?.startsWith("Creating revision "));
 
