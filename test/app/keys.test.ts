@@ -40,7 +40,9 @@ describe("API keys", { timeout: 180_000 }, () => {
     expect(listed).toMatchObject({ name: "ci", prefix: key.slice(0, 8), workspaceId: ws.workspaceId, revokedAt: null });
 
     // A prefix is literal: LIKE's wildcards in it match nothing but themselves, also with the "…" list shows.
-    for (const wild of ["%%%%%%", "______", `${key.slice(0, 4)}%%`, `${key.slice(0, 5)}_`, "%%%%%%…", `${key.slice(0, 4)}%%…`]) {
+    // Each one below matches the key as a pattern and never literally: `_` stands where the key has a letter
+    // ("dcp_…"'s c), as `${key.slice(0, 5)}_` did not when the key's sixth character was itself a `_`.
+    for (const wild of ["%%%%%%", "______", `${key.slice(0, 4)}%%`, `d_p${key.slice(3, 6)}`, "%%%%%%…", `${key.slice(0, 4)}%%…`]) {
       await expect(t.app.core.apiKeys.revoke(wild), wild).rejects.toMatchObject({ code: "NOT_FOUND" });
     }
     expect((await t.request("GET", "/v2/listeners", { key })).status).toBe(200);
