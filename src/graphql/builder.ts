@@ -31,7 +31,10 @@ export const builder = new SchemaBuilder<{
     nodesQueryOptions: false,
     // The connection field multiplies by first/last already; edges must not multiply again.
     edgesFieldOptions: { nullable: { list: false, items: false }, complexity: { field: 0, multiplier: 1 } },
-    nodeFieldOptions: { nullable: false },
+    // An edge's node is its `node` property. Pothos Relay gives the field a resolver that reads it;
+    // marked as exposed (Pothos's own marker for t.expose) it gets none, and graphql-jit reads the
+    // property where it made a call (with its resolve info and path) for every item of every page.
+    nodeFieldOptions: { nullable: false, extensions: { pothosExposedField: "node" } },
   },
   complexity: {
     // Lists without a size argument (value lists, event logs) count as 10 items.

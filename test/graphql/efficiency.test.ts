@@ -221,4 +221,14 @@ describe("resolver calls", () => {
     const resolved = Object.values(type.getFields()).filter((f) => f.resolve !== undefined).map((f) => f.name);
     expect(resolved.sort()).toEqual(["activeRevision", "id", "integration", "latestRevision", "listener", "revisions", "sourceConfig", "sourceRevisionConfig"]);
   });
+
+  // Every page shows its nodes through edges (builder.ts): one call an item would be one for nothing.
+  it("answers every connection edge's node and cursor by property reads", () => {
+    const edges = Object.values(schema.getTypeMap()).filter((t): t is GraphQLObjectType => isObjectType(t) && t.name.endsWith("Edge"));
+    expect(edges.length).toBeGreaterThan(3);
+    for (const edge of edges) {
+      const { node, cursor } = edge.getFields();
+      expect([edge.name, node?.resolve, cursor?.resolve]).toEqual([edge.name, undefined, undefined]);
+    }
+  });
 });
