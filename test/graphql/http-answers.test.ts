@@ -47,6 +47,28 @@ describe("a whole answer over HTTP", () => {
     }
   });
 
+  it("reads a POST body of every type GraphQL takes, in UTF-8, and refuses one that is not UTF-8 with 400", async () => {
+    const query = `{ deployments(first: 1) { edges { node { name } } } }`;
+    const bodies: [string, string][] = [
+      ["application/json", JSON.stringify({ query })],
+      ["application/json; charset=utf-8", JSON.stringify({ query })],
+      ["application/graphql+json", JSON.stringify({ query })],
+      ["application/graphql", query],
+      ["application/x-www-form-urlencoded", new URLSearchParams({ query }).toString()],
+    ];
+    for (const [type, body] of bodies) {
+      const headers = { "x-api-key": ws.apiKey, "content-type": type, accept: "application/graphql-response+json" };
+      const res = await fetch(`${url}/graphql`, { method: "POST", headers, body });
+      expect(res.status, type).toBe(200);
+      expect((await res.json()).data.deployments.edges[0].node.name, type).toMatch(/^page-\d\d-é🚀$/);
+      // The same body with a byte that is not UTF-8 in a string (Latin-1's é).
+      const bad = Buffer.from(body.replace("deployments", "d\u00e9ployments"), "latin1");
+      const refused = await fetch(`${url}/graphql`, { method: "POST", headers, body: bad });
+      expect(refused.status, type).toBe(400);
+      expect(await refused.json(), type).toEqual({ errors: [{ message: "The body is not valid UTF-8.", extensions: { code: "BAD_REQUEST" } }] });
+    }
+  });
+
   it("answers a POST whose body is of no type GraphQL reads with 415 and a GraphQL error saying which it reads", async () => {
     for (const type of ["text/plain", "application/xml", "multipart/form-data; boundary=x"]) {
       const res = await fetch(`${url}/graphql`, {
