@@ -31,6 +31,8 @@ const ARGS = "first: $first, after: $after, last: $last, before: $before";
 const VARS = "$first: Int, $after: String, $last: Int, $before: String";
 
 let deploymentOfRevisions = "";
+/** Installation ids are unique in a workspace: each seeded one gets the next. */
+let nextInstallationId = 1000;
 
 const subjects: Subject[] = [
   {
@@ -56,7 +58,7 @@ const subjects: Subject[] = [
     seed: async (ws, n) => {
       for (let i = 0; i < n; i++) {
         await gqlOk(t, ws.apiKey, `mutation($i: Int!) { codehostInstallationRegister(input: {installationId: $i, name: "p"}) { codehostInstallation { id } } }`, {
-          i: 1000 + i + Math.floor(Math.random() * 1e6),
+          i: nextInstallationId++,
         });
       }
     },

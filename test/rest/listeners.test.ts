@@ -97,11 +97,19 @@ describe("listeners", () => {
     for (const n of [1, 2, 3, 4, 5]) {
       await t.request("POST", "/v2/listeners", { key: mine.apiKey, body: body(`page-${n}`) });
     }
+    type Shown = { compute_id: string; created_at: string };
+    const ids = (res: { body: { resources: Shown[] } }) => res.body.resources.map((l) => l.compute_id);
+    // Newest first. Two listeners created in the same millisecond are in the order of their ids, so the
+    // pages are compared with the whole list rather than with the order they were created in.
+    const all = await t.request("GET", "/v2/listeners", { key: mine.apiKey });
+    const times = all.body.resources.map((l: Shown) => l.created_at);
+    expect(times).toEqual([...times].sort().reverse());
+    expect([...ids(all)].sort()).toEqual(["page-1", "page-2", "page-3", "page-4", "page-5"]);
     const first = await t.request("GET", "/v2/listeners?limit=2", { key: mine.apiKey });
-    expect(first.body.resources.map((l: { compute_id: string }) => l.compute_id)).toEqual(["page-5", "page-4"]);
+    expect(ids(first)).toEqual(ids(all).slice(0, 2));
     expect(first.body.offset).toBe(2);
     const last = await t.request("GET", "/v2/listeners?limit=2&offset=4", { key: mine.apiKey });
-    expect(last.body.resources.map((l: { compute_id: string }) => l.compute_id)).toEqual(["page-1"]);
+    expect(ids(last)).toEqual(ids(all).slice(4));
     expect(last.body.offset).toBe(5);
     const past = await t.request("GET", "/v2/listeners?offset=10", { key: mine.apiKey });
     expect(past.body).toEqual({ resources: [], offset: 10 });
