@@ -179,7 +179,8 @@ describe("waiting", () => {
     await addProvider(t, server, mine.apiKey, "idp");
     const token = await new SignJWT({ tenant_id: mine.workspaceId, sub: "waiter" })
       .setProtectedHeader({ alg: "HS256" })
-      .setExpirationTime(Math.floor(Date.now() / 1000) + 3)
+      // Long enough for the flow to start on a loaded machine (JWT times are whole seconds: 4 to 5 s).
+      .setExpirationTime(Math.floor(Date.now() / 1000) + 5)
       .sign(new TextEncoder().encode(TEST_JWT_SECRET));
     const headers = { authorization: `Bearer ${token}` };
     const started = await t.request("POST", "/v2/auth/authenticate", { headers, body: { provider: "idp", scopes: [] } });
