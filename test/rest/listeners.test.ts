@@ -105,6 +105,10 @@ describe("listeners", () => {
     const times = all.body.resources.map((l: Shown) => l.created_at);
     expect(times).toEqual([...times].sort().reverse());
     expect([...ids(all)].sort()).toEqual(["page-1", "page-2", "page-3", "page-4", "page-5"]);
+    // And each one's time is that of its creation: never older than the one created before it.
+    const timeOf = new Map(all.body.resources.map((l: Shown) => [l.compute_id, l.created_at]));
+    const inCreationOrder = ["page-1", "page-2", "page-3", "page-4", "page-5"].map((n) => timeOf.get(n));
+    expect(inCreationOrder).toEqual([...inCreationOrder].sort());
     const first = await t.request("GET", "/v2/listeners?limit=2", { key: mine.apiKey });
     expect(ids(first)).toEqual(ids(all).slice(0, 2));
     expect(first.body.offset).toBe(2);
