@@ -14,7 +14,7 @@ import { addProvider, OAUTH_ENV, pathOf, TOKEN_ANSWERS } from "../support/oauth.
 import { type OAuthServer, startOAuthServer } from "../support/oauth-server.js";
 import { waitFor } from "../support/wait.js";
 import { endOf, subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
-import { countSql } from "../graphql/sql-count.js";
+import { countSql, QUIET_TIMERS } from "../graphql/sql-count.js";
 import { globalId } from "../graphql/support.js";
 import { createDeployment, createRevision, MANAGED_LOG } from "../pipeline/support.js";
 
@@ -100,7 +100,7 @@ describe("what the event bus feeds catches up when the bus resyncs, with no re-c
   let tenant: Tenant;
 
   beforeAll(async () => {
-    t = await startTestApp({ PIPELINE_WORKER: "off" });
+    t = await startTestApp({ PIPELINE_WORKER: "off" }, undefined, QUIET_TIMERS);
     ws = await t.workspace();
     tenant = await tenantOf(t, ws.apiKey);
   });

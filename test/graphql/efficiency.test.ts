@@ -59,9 +59,8 @@ describe("DataLoaders", () => {
       const counts: Record<number, number> = {};
       let page100: any = null;
       for (const first of [10, 100]) {
-        sql.reset();
-        const data = await gqlOk(t, ws.apiKey, DASHBOARD, { first });
-        counts[first] = sql.count;
+        const { result: data, statements } = await sql.within(() => gqlOk(t, ws.apiKey, DASHBOARD, { first }));
+        counts[first] = statements;
         if (first === 100) page100 = data;
       }
       // One statement per level: deployments with their latest revisions (joined: the page's

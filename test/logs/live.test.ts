@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { type Received, subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
-import { countSql } from "../graphql/sql-count.js";
+import { countSql, QUIET_TIMERS } from "../graphql/sql-count.js";
 import { globalId } from "../graphql/support.js";
 import { newDeployment, stored, type Target, write } from "./support.js";
 import { waitFor } from "../support/wait.js";
@@ -19,7 +19,7 @@ let url: string;
 let ws: NewWorkspace;
 
 beforeAll(async () => {
-  t = await startTestApp({ PIPELINE_STEP_MS: "15", RATE_LIMIT_PER_MINUTE: "0" });
+  t = await startTestApp({ PIPELINE_STEP_MS: "15", RATE_LIMIT_PER_MINUTE: "0" }, undefined, QUIET_TIMERS);
   url = await t.app.start();
   ws = await t.workspace();
 });

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { subscribeSse, subscribeWs, wsClient } from "../graphql/live.js";
-import { countSql } from "../graphql/sql-count.js";
+import { countSql, QUIET_TIMERS } from "../graphql/sql-count.js";
 import { createDeployment, restId } from "../graphql/support.js";
 import type { BatchReads } from "../../src/core/batch-reads.js";
 import { waitFor } from "../support/wait.js";
@@ -18,7 +18,7 @@ let ws: NewWorkspace;
 
 // No pipeline: the only change is the one each test makes.
 beforeAll(async () => {
-  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" });
+  t = await startTestApp({ PIPELINE_WORKER: "off", RATE_LIMIT_PER_MINUTE: "0" }, undefined, QUIET_TIMERS);
   url = await t.app.start();
   ws = await t.workspace();
 });

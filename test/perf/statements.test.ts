@@ -32,14 +32,9 @@ describe("GET /v2/deployments/{id}", () => {
 
     expect((await t.request("GET", `/v2/deployments/${id}`, { key: ws.apiKey })).status).toBe(200); // the key is cached now
     const sql = countSql();
-    let got;
-    try {
-      got = await t.request("GET", `/v2/deployments/${id}`, { key: ws.apiKey });
-    } finally {
-      sql.restore();
-    }
+    const { result: got, statements } = await sql.within(() => t.request("GET", `/v2/deployments/${id}`, { key: ws.apiKey })).finally(() => sql.restore());
     expect(got.status).toBe(200);
-    expect(sql.count).toBe(1);
+    expect(statements).toBe(1);
     expect(got.body.latest_revision_id).toBe(revision.body.id);
     expect(got.body.source_revision_config.image_uri).toBe("registry.example.com/a/one-read:2");
 
