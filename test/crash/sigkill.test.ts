@@ -64,19 +64,25 @@ async function call(server: ServerProcess, method: string, path: string, body?: 
   return JSON.parse(text) as Record<string, any>;
 }
 
-/** Every revision's status, through one GraphQL query. */
+const STATUSES = /* GraphQL */ `query($after: String) { deployments(first: 100, after: $after) {
+  edges { node { revisions(first: 40) { totalCount edges { node { uuid status } } } } }
+  pageInfo { hasNextPage endCursor }
+} }`;
+
+/** Every revision's status, through GraphQL, a page of 100 deployments at a time (phase 2 may pass 100). */
 async function statuses(server: ServerProcess): Promise<Map<string, RevisionStatus>> {
-  const data = await call(server, "POST", "/graphql", {
-    query: `{ deployments(first: 100) { totalCount edges { node { revisions(first: 40) { totalCount edges { node { uuid status } } } } } } }`,
-  });
   const out = new Map<string, RevisionStatus>();
-  // One page must hold everything, or a revision would look lost.
-  expect(data.data.deployments.totalCount).toBeLessThanOrEqual(100);
-  for (const d of data.data.deployments.edges) {
-    expect(d.node.revisions.totalCount).toBeLessThanOrEqual(40);
-    for (const r of d.node.revisions.edges) out.set(r.node.uuid, r.node.status);
+  for (let after: string | null = null; ; ) {
+    const data = await call(server, "POST", "/graphql", { query: STATUSES, variables: { after } });
+    for (const d of data.data.deployments.edges) {
+      // One page of a deployment's revisions must hold them all, or a revision would look lost.
+      expect(d.node.revisions.totalCount).toBeLessThanOrEqual(40);
+      for (const r of d.node.revisions.edges) out.set(r.node.uuid, r.node.status);
+    }
+    const { hasNextPage, endCursor } = data.data.deployments.pageInfo;
+    if (!hasNextPage) return out;
+    after = endCursor;
   }
-  return out;
 }
 
 /** The statuses of unfinished revisions as the database holds them (the server being dead). */
@@ -118,6 +124,14 @@ async function round(server: ServerProcess, known: Known, listenerId: string, i:
   }
 }
 
+/** A new revision of one of the known deployments, in turn (each gets a few at most: see statuses()). */
+async function revise(server: ServerProcess, known: Known, i: number): Promise<void> {
+  const ids = [...known.deployments];
+  const target = ids[i % ids.length]!;
+  const patched = await call(server, "PATCH", `/v2/deployments/${target}`, { source_revision_config: { image_uri: `r.example/crash:${i}r` } });
+  known.revisions.add(patched.latest_revision_id);
+}
+
 async function scenario(env: Record<string, string>, open: () => Promise<Database>) {
   const known: Known = { deployments: new Set(), revisions: new Set() };
   let server = await start(env);
@@ -138,9 +152,10 @@ async function scenario(env: Record<string, string>, open: () => Promise<Databas
     const fresh = () => missing().filter((s) => seen.has(s));
     // Wait for everything still missing at once, or for anything new once the gathering time is up.
     while (fresh().length < missing().length && (Date.now() < gather || fresh().length === 0) && Date.now() < phase1) {
-      // statuses() reads one page of 100 deployments: past 80, let the pipeline move without new ones.
+      // Past 80 deployments, new work comes as new revisions of the existing ones, a few a second: without
+      // new work, a status not yet caught (CREATING, say) would never show again.
       if (known.deployments.size < 80) await round(server, known, listenerId, i++);
-      else await sleep(50);
+      else await Promise.all([revise(server, known, i++), sleep(200)]);
       seen = new Set((await statuses(server)).values());
     }
     if (fresh().length === 0) continue;
