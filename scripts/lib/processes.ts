@@ -6,7 +6,11 @@ import { createServer } from "node:net";
  * promise that none outlives the process that started it.
  */
 
-/** A free TCP port on 127.0.0.1, picked by the kernel. */
+/**
+ * A free TCP port on 127.0.0.1, picked by the kernel. Free when asked, not reserved: another process
+ * may take it before the one it is given to listens. Where the server is this service, give it
+ * PORT=0 and read its port from its "ready" line (readyUrl) instead.
+ */
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
@@ -17,6 +21,17 @@ export async function freePort(): Promise<number> {
       probe.close(() => resolve(port));
     });
   });
+}
+
+/** The URL a line of the service's log says it serves at, if the line is its "ready" line (src/main.ts). */
+export function readyUrl(line: string): string | null {
+  if (!line.includes('"msg":"ready"')) return null;
+  try {
+    const { msg, url } = JSON.parse(line) as { msg?: unknown; url?: unknown };
+    return msg === "ready" && typeof url === "string" ? url : null;
+  } catch {
+    return null;
+  }
 }
 
 const children = new Set<ChildProcess>();

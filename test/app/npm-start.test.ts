@@ -4,7 +4,7 @@ import { connect } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort, reaped } from "../../scripts/lib/processes.js";
+import { readyUrl, reaped } from "../../scripts/lib/processes.js";
 import { seededDataDir } from "../support/app.js";
 import { skipDatabaseIndependent } from "../support/database-independent.js";
 
@@ -59,11 +59,10 @@ const portOpen = (port: number) =>
   });
 
 async function npmStart(detached: boolean) {
-  const port = await freePort();
   // The embedded database, already there and migrated (signals are the subject, not a first start).
   const dataDir = seededDataDir("dcp-npm-start-");
   dirs.push(dataDir);
-  const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "info", METRICS_PORT: "0" };
+  const env: NodeJS.ProcessEnv = { ...process.env, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, LOG_LEVEL: "info", METRICS_PORT: "0" };
   for (const name of ["DATABASE_URL", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER"]) delete env[name];
   const npm = reaped(spawn("npm", ["start", "--silent"], { cwd: ROOT, env, detached, stdio: ["ignore", "pipe", "pipe"] }));
   let output = "";
@@ -72,10 +71,13 @@ async function npmStart(detached: boolean) {
   // 'close': every process holding npm's stdout and stderr (its children too) has let go of them.
   const closed = new Promise<void>((resolve) => npm.once("close", () => resolve()));
   const deadline = Date.now() + 90_000;
-  while (!/"msg":"ready"/.test(output)) {
+  // The port the kernel gave it (PORT=0), from its "ready" line: one picked free beforehand may be taken first.
+  let url: string | null = null;
+  while (!(url = output.split("\n").map(readyUrl).find((found) => found !== null) ?? null)) {
     if (Date.now() > deadline || npm.exitCode !== null) throw new Error(`npm start was not ready:\n${output}`);
     await sleep(100);
   }
+  const port = Number(new URL(url).port);
   return { npm, port, closed, output: () => output, tree: descendants(npm.pid!) };
 }
 

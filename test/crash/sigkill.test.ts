@@ -32,7 +32,8 @@ const SETTINGS = {
   // given up at two more (the give-up is test/pipeline/crash-loops.test.ts's): here every one must finish.
   PIPELINE_CRASH_LIMIT: "0",
   RATE_LIMIT_PER_MINUTE: "0",
-  LOG_LEVEL: "warn",
+  // At least info: spawnServer reads the port from the "ready" line.
+  LOG_LEVEL: "info",
 };
 /** The statuses a revision can be killed in: the queue and every step. */
 const KILLABLE: RevisionStatus[] = ["CREATING", "QUEUED", "AWAITING_BUILD", "BUILDING", "AWAITING_DEPLOY", "DEPLOYING"];

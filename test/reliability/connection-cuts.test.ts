@@ -21,7 +21,8 @@ const SETTINGS = {
   SECRETS_KEY: Buffer.alloc(32, 9).toString("base64"),
   PIPELINE_STEP_MS: "50",
   RATE_LIMIT_PER_MINUTE: "0",
-  LOG_LEVEL: "warn",
+  // At least info: spawnServer reads the port from the "ready" line.
+  LOG_LEVEL: "info",
 };
 const CUTTING_MS = 18_000;
 

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { inject } from "vitest";
-import { freePort, reaped } from "../../scripts/lib/processes.js";
+import { readyUrl, reaped } from "../../scripts/lib/processes.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -15,6 +15,9 @@ const INHERITED_OUT = ["DATABASE_URL", "DATA_DIR", "TEST_DATABASE_URL", "PIPELIN
  */
 export const serverCommand = (): [string, string[]] => [process.execPath, [inject("serverBundle")]];
 
+/** The log levels at which the server logs its "ready" line. */
+const LOGS_READY = new Set(["info", "debug", "trace"]);
+
 /** A server child process (serverCommand). */
 export interface ServerProcess {
   readonly url: string;
@@ -27,31 +30,43 @@ export interface ServerProcess {
   logTail(): string;
 }
 
-/** Starts a server with these settings and waits until /readyz answers 200; `onLine` sees each log line as it comes. */
+/**
+ * Starts a server with these settings and waits until it has logged that it is ready and /readyz
+ * answers 200; `onLine` sees each log line as it comes. The server listens on a port the kernel gives
+ * it (PORT=0), read from its "ready" line: a port picked free beforehand could be taken by another
+ * test's server first, and this one would then fail to start or, worse, the test would talk to the other.
+ */
 export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 60_000, onLine?: (line: string) => void): Promise<ServerProcess> {
-  const port = await freePort();
+  if (env.LOG_LEVEL && !LOGS_READY.has(env.LOG_LEVEL)) throw new Error(`spawnServer reads the server's port from its "ready" line, logged at info: LOG_LEVEL ${env.LOG_LEVEL} would hide it`);
   const base: NodeJS.ProcessEnv = { ...process.env };
   for (const name of INHERITED_OUT) delete base[name];
   const child = reaped(
     spawn(...serverCommand(), {
       cwd: ROOT,
-      env: { ...base, HOST: "127.0.0.1", PORT: String(port), METRICS_PORT: "0", ...env },
+      env: { ...base, HOST: "127.0.0.1", PORT: "0", METRICS_PORT: "0", ...env },
       stdio: ["ignore", "pipe", "pipe"],
     }),
   );
   const lines: string[] = [];
-  const keep = (chunk: Buffer) => {
-    const fresh = chunk.toString("utf8").split("\n").filter(Boolean);
-    if (onLine) for (const line of fresh) onLine(line);
-    lines.push(...fresh);
-    if (lines.length > 200) lines.splice(0, lines.length - 200);
+  let url: string | null = null;
+  // Whole lines of one stream: a chunk may end within a line, whose start then waits for the rest.
+  const keeper = () => {
+    let partial = "";
+    return (chunk: Buffer) => {
+      const split = (partial + chunk.toString("utf8")).split("\n");
+      partial = split.pop()!;
+      const fresh = split.filter(Boolean);
+      for (const line of fresh) url ??= readyUrl(line);
+      if (onLine) for (const line of fresh) onLine(line);
+      lines.push(...fresh);
+      if (lines.length > 200) lines.splice(0, lines.length - 200);
+    };
   };
-  child.stdout!.on("data", keep);
-  child.stderr!.on("data", keep);
+  child.stdout!.on("data", keeper());
+  child.stderr!.on("data", keeper());
   const exited = new Promise<number | string>((resolve) =>
     child.once("exit", (code, signal) => resolve(code ?? signal ?? "unknown")),
   );
-  const url = `http://127.0.0.1:${port}`;
   const logTail = () => lines.slice(-40).join("\n");
   const deadline = Date.now() + readyTimeoutMs;
   let ended = false;
@@ -63,14 +78,14 @@ export async function spawnServer(env: Record<string, string>, readyTimeoutMs = 
       throw new Error(`the server was not ready within ${readyTimeoutMs} ms:\n${logTail()}`);
     }
     try {
-      if ((await fetch(`${url}/readyz`)).status === 200) break;
+      if (url && (await fetch(`${url}/readyz`)).status === 200) break;
     } catch {
-      // Not listening yet.
+      // Not answering yet.
     }
     await new Promise((r) => setTimeout(r, 50));
   }
   return {
-    url,
+    url: url!,
     pid: child.pid!,
     exited,
     logTail,
