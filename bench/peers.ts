@@ -10,6 +10,7 @@ import { type Cell, fmt, Report, RESULT_HEADERS, resultRow } from "./lib/report.
 import { type RestDeployment, SEED_STEP_MS, seedDeployments, seedRevisions, waitAllServingLatest } from "./lib/seed.js";
 import { postgresCpuMs } from "./lib/procs.js";
 import { API_KEY, captureTail, freePort, ROOT, startServer } from "./lib/server.js";
+import { SERVER_NODE_FLAGS } from "../scripts/lib/processes.js";
 import { withServer } from "./lib/session.js";
 
 /**
@@ -64,10 +65,13 @@ function installPeers(): void {
   if (done.status !== 0) throw new Error("npm install in bench/peers failed");
 }
 
-/** Starts a peer process on 127.0.0.1 and waits until `ready` answers true (at most 120 s). */
+/**
+ * Starts a peer process on 127.0.0.1 and waits until `ready` answers true (at most 120 s). Under the
+ * node flags the service runs with (npm start's), which would serve a peer as well.
+ */
 async function startPeer(name: string, argv: string[], env: Record<string, string>, ready: (url: string) => Promise<boolean>): Promise<Peer> {
   const port = await freePort();
-  const child = spawn(process.execPath, argv, { cwd: ROOT, env: { ...process.env, ...env, PORT: String(port), NODE_ENV: "production" }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, ...argv], { cwd: ROOT, env: { ...process.env, ...env, PORT: String(port), NODE_ENV: "production" }, stdio: ["ignore", "pipe", "pipe"] });
   const tail = captureTail(child);
   let exited = false;
   const gone = new Promise<void>((resolve) => child.once("exit", () => ((exited = true), resolve())));

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { captureTail, freePort, ROOT, waitReady } from "./server.js";
+import { SERVER_NODE_FLAGS } from "../../scripts/lib/processes.js";
 
 export interface BareServer {
   url: string;
@@ -16,7 +17,8 @@ export async function startBareServer(json: unknown): Promise<BareServer> {
   const file = join(dir, "body.json");
   writeFileSync(file, JSON.stringify(json));
   const port = await freePort();
-  const child = spawn(process.execPath, ["--import", "tsx", "bench/bare-server.ts"], {
+  // Under the service's node flags, as the peers of bench:peers are.
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, "--import", "tsx", "bench/bare-server.ts"], {
     cwd: ROOT,
     env: { ...process.env, PORT: String(port), BARE_JSON_FILE: file },
     stdio: ["ignore", "pipe", "pipe"],

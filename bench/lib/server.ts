@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import type { BenchDatabase } from "./database.js";
 import type { ProbeReply, ProbeRequest } from "./probe.js";
 // Shared with the tests' server children.
-import { freePort, reaped } from "../../scripts/lib/processes.js";
+import { freePort, reaped, SERVER_NODE_FLAGS } from "../../scripts/lib/processes.js";
 
 export { freePort };
 
@@ -82,15 +82,15 @@ function bundle(): void {
 }
 
 /**
- * Starts the server bundle `npm start` runs, under plain node, with the probe (loaded through tsx,
- * which only it needs), and waits for /readyz.
+ * Starts the server bundle `npm start` runs, under plain node with npm start's flags, with the probe
+ * (loaded through tsx, which only it needs), and waits for /readyz.
  */
 export async function startServer(options: ServerOptions): Promise<BenchServer> {
   if (!options.bundle) bundle();
   const port = await freePort();
   const started = performance.now();
   const child = reaped(
-    spawn(process.execPath, ["--expose-gc", "--import", "tsx", "--import", "./bench/lib/probe.ts", options.bundle ?? BUNDLE], {
+    spawn(process.execPath, [...SERVER_NODE_FLAGS, "--expose-gc", "--import", "tsx", "--import", "./bench/lib/probe.ts", options.bundle ?? BUNDLE], {
       cwd: ROOT,
       env: serverEnv(options.db, port, options.env),
       stdio: ["ignore", "pipe", "pipe", "ipc"],

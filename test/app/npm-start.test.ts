@@ -1,10 +1,10 @@
 import { execFileSync, spawn } from "node:child_process";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { readyUrl, reaped } from "../../scripts/lib/processes.js";
+import { readyUrl, reaped, SERVER_NODE_FLAGS } from "../../scripts/lib/processes.js";
 import { seededDataDir } from "../support/app.js";
 import { skipDatabaseIndependent } from "../support/database-independent.js";
 
@@ -51,6 +51,9 @@ const alive = (pid: number) => {
 };
 const ps = (pid: number) => execFileSync("ps", ["-o", "stat=", "-p", String(pid)], { encoding: "utf8" });
 
+/** A process's command line, its arguments as given. */
+const commandLine = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
+
 const portOpen = (port: number) =>
   new Promise<boolean>((resolve) => {
     const socket = connect(port, "127.0.0.1");
@@ -94,6 +97,9 @@ describe.skipIf(skipDatabaseIndependent)("signals to `npm start`", () => {
     it(`${what}: the server drains, logs "stopped", and no process is left holding the port`, async () => {
       const run = await npmStart(detached);
       expect(run.tree.length).toBeGreaterThan(0);
+      // The server is node running scripts/start.mjs, with the flags the tests and benchmarks start it with.
+      const server = run.tree.map(commandLine).find((argv) => argv.some((arg) => arg.endsWith("scripts/start.mjs")));
+      expect(server, JSON.stringify(run.tree.map(commandLine))).toEqual([expect.stringMatching(/node$/), ...SERVER_NODE_FLAGS, "scripts/start.mjs"]);
       expect(await portOpen(run.port)).toBe(true);
       process.kill(run.npm.pid!, signal);
       const outcome = await Promise.race([run.closed.then(() => "closed"), sleep(30_000).then(() => "still running")]);

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { inject } from "vitest";
-import { readyUrl, reaped } from "../../scripts/lib/processes.js";
+import { readyUrl, reaped, SERVER_NODE_FLAGS } from "../../scripts/lib/processes.js";
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -9,11 +9,11 @@ const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const INHERITED_OUT = ["DATABASE_URL", "DATA_DIR", "TEST_DATABASE_URL", "PIPELINE_STEP_MS", "PIPELINE_WORKER", "PIPELINE_LEASE_MS", "PIPELINE_CRASH_LIMIT", "LOG_LEVEL", "PORT", "HOST", "METRICS_PORT"];
 
 /**
- * How a test starts the service's entry point (src/main.ts) as a process of its own: with node, from
- * the bundle global-setup made of this run's sources, as `npm start` runs it (test/app/npm-start.test.ts
- * tests that command itself).
+ * How a test starts the service's entry point (src/main.ts) as a process of its own: with node and
+ * npm start's flags, from the bundle global-setup made of this run's sources, as `npm start` runs it
+ * (test/app/npm-start.test.ts tests that command itself).
  */
-export const serverCommand = (): [string, string[]] => [process.execPath, [inject("serverBundle")]];
+export const serverCommand = (): [string, string[]] => [process.execPath, [...SERVER_NODE_FLAGS, inject("serverBundle")]];
 
 /** The log levels at which the server logs its "ready" line. */
 const LOGS_READY = new Set(["info", "debug", "trace"]);
