@@ -11,7 +11,7 @@ import { createServer } from "node:net";
  * together). A young generation of 64 MB semi-spaces rather than node's 16: a page of 100 deployments
  * allocates some 1–4 MB, ten in flight at once outgrew the young generation between scavenges, and
  * what was in flight was copied and promoted to the old generation, to be collected again there.
- * Measured with bench/ab.ts (bench/README.md, "The young generation"): 17–21 % less server CPU a
+ * Measured with bench/ab.ts (bench/README.md, "The young generation"): 17–26 % less server CPU a
  * request on the REST list, the GraphQL list and the dashboard page.
  */
 export const SERVER_NODE_FLAGS = ["--max-semi-space-size=64"] as const;
