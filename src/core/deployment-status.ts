@@ -45,7 +45,12 @@ export async function finishDeleting(deps: CoreDeps, tenant: Pick<Tenant, "works
       WHERE id = ANY(${ids}::uuid[]) AND workspace_id = ${tenant.workspaceId}::uuid AND status = 'AWAITING_DELETE'
       ORDER BY id FOR UPDATE`;
     const found = rows.map((d) => d.id);
-    if (found.length > 0) await tx.deployment.deleteMany({ where: { id: { in: found } } });
+    if (found.length > 0) {
+      await tx.deployment.deleteMany({ where: { id: { in: found } } });
+      // After the deployments: a log writer still adding to one has committed by then (the cascade to
+      // its revisions waited for it), and its count is removed with the rest.
+      await tx.logLineCounter.deleteMany({ where: { deploymentId: { in: found } } });
+    }
     return found;
   });
   // Their uploads' rows went with them; the bytes of a folder store go now.

@@ -4,7 +4,11 @@ import { REVISION_STATUSES, TERMINAL_STATUSES } from "./revision-machine.js";
 import type { Position } from "./pagination.js";
 import { levelsFrom, type LogFilter, type LogKind, type LogLevel } from "./schemas/logs.js";
 
-/** One line of a revision's build or deploy log. `id` is a decimal string (a 64-bit integer). */
+/**
+ * One line of a revision's build or deploy log. `id` is its number in its deployment's log, as a
+ * decimal string (1, 2, 3…: it grows with every line of the deployment, and tells nothing of other
+ * deployments' logs).
+ */
 export interface LogLine {
   id: string;
   timestamp: Date;
@@ -12,11 +16,11 @@ export interface LogLine {
   message: string;
 }
 
-/** Where a line is in the logs' total order, (timestamp, id): what cursors carry. */
+/** Where a line is in its deployment's log, (timestamp, line number): what cursors carry. */
 export const linePosition = (line: LogLine): Position => ({ createdAt: line.timestamp, id: line.id });
 
 /**
- * A stretch of a log in one direction of (timestamp, id): strictly past `from` (the last line the
+ * A stretch of a log in one direction of (timestamp, line): strictly past `from` (the last line the
  * reader has), strictly before `to` (a bound on the far side, for Relay's after/before), at most
  * `take` lines.
  */
@@ -45,25 +49,25 @@ function conditions(kind: LogKind, filter: LogFilter, window: Omit<LogWindow, "t
   if (window) {
     const [past, before] = window.direction === "asc" ? [Prisma.raw(">"), Prisma.raw("<")] : [Prisma.raw("<"), Prisma.raw(">")];
     const at = (p: Position) => Prisma.sql`(${p.createdAt}::timestamptz, ${p.id}::bigint)`;
-    if (window.from) parts.push(Prisma.sql`(x."timestamp", x.id) ${past} ${at(window.from)}`);
-    if (window.to) parts.push(Prisma.sql`(x."timestamp", x.id) ${before} ${at(window.to)}`);
+    if (window.from) parts.push(Prisma.sql`(x."timestamp", x.line) ${past} ${at(window.from)}`);
+    if (window.to) parts.push(Prisma.sql`(x."timestamp", x.line) ${before} ${at(window.to)}`);
   }
   return Prisma.join(parts, " AND ");
 }
 
 const orderBy = (alias: string, direction: "asc" | "desc") =>
-  Prisma.raw(`${alias}."timestamp" ${direction.toUpperCase()}, ${alias}.id ${direction.toUpperCase()}`);
+  Prisma.raw(`${alias}."timestamp" ${direction.toUpperCase()}, ${alias}.line ${direction.toUpperCase()}`);
 
 /** The window's lines among those `owner` selects (a condition on alias x), for a LATERAL join. */
 const linesOf = (owner: Prisma.Sql, kind: LogKind, filter: LogFilter, window: LogWindow) => Prisma.sql`
-  SELECT x.id, x."timestamp", x.level, x.message FROM revision_logs x
+  SELECT x.line, x."timestamp", x.level, x.message FROM revision_logs x
   WHERE ${owner} AND ${conditions(kind, filter, window)}
   ORDER BY ${orderBy("x", window.direction)}
   LIMIT ${window.take}`;
 
-type Row = { id: bigint | number | string | null; timestamp: Date | null; level: string | null; message: string | null };
+type Row = { line: bigint | number | string | null; timestamp: Date | null; level: string | null; message: string | null };
 
-const toLine = (r: Row): LogLine => ({ id: String(r.id), timestamp: r.timestamp!, level: r.level as LogLevel, message: r.message! });
+const toLine = (r: Row): LogLine => ({ id: String(r.line), timestamp: r.timestamp!, level: r.level as LogLevel, message: r.message! });
 
 /**
  * One window of one revision's log with the revision's status, in one statement: `status` is null
@@ -77,7 +81,7 @@ export async function revisionWindow(
   window: LogWindow,
 ): Promise<{ status: string | null; deployment: { id: string; status: string } | null; lines: LogLine[] }> {
   const rows = await prisma.$queryRaw<(Row & { status: string; deploymentId: string; deploymentStatus: string })[]>`
-    SELECT r.status, r.deployment_id::text AS "deploymentId", d.status AS "deploymentStatus", l.id, l."timestamp", l.level, l.message
+    SELECT r.status, r.deployment_id::text AS "deploymentId", d.status AS "deploymentStatus", l.line, l."timestamp", l.level, l.message
     FROM revisions r
     JOIN deployments d ON d.id = r.deployment_id
     LEFT JOIN LATERAL (${linesOf(Prisma.sql`x.revision_id = r.id`, kind, filter, window)}) l ON true
@@ -86,7 +90,7 @@ export async function revisionWindow(
     ORDER BY ${orderBy("l", window.direction)}`;
   if (rows.length === 0) return { status: null, deployment: null, lines: [] };
   const [first] = rows as [(typeof rows)[number]];
-  return { status: first.status, deployment: { id: first.deploymentId, status: first.deploymentStatus }, lines: rows.filter((r) => r.id !== null).map(toLine) };
+  return { status: first.status, deployment: { id: first.deploymentId, status: first.deploymentStatus }, lines: rows.filter((r) => r.line !== null).map(toLine) };
 }
 
 /**
@@ -102,7 +106,7 @@ export async function deploymentWindow(
   window: LogWindow,
 ): Promise<{ found: boolean; open: boolean; lines: LogLine[] }> {
   const rows = await prisma.$queryRaw<(Row & { open: boolean })[]>`
-    SELECT o.open, l.id, l."timestamp", l.level, l.message
+    SELECT o.open, l.line, l."timestamp", l.level, l.message
     FROM deployments d
     -- Of this deployment (the parameter, not d.id: one look, not a subplan run per row or hashed
     -- over every revision there is), among its unfinished revisions by (deployment_id, status).
@@ -113,7 +117,7 @@ export async function deploymentWindow(
     WHERE d.id = ${at.deploymentId}::uuid AND d.workspace_id = ${at.workspaceId}::uuid
     ORDER BY ${orderBy("l", window.direction)}`;
   if (rows.length === 0) return { found: false, open: false, lines: [] };
-  return { found: true, open: rows[0]!.open, lines: rows.filter((r) => r.id !== null).map(toLine) };
+  return { found: true, open: rows[0]!.open, lines: rows.filter((r) => r.line !== null).map(toLine) };
 }
 
 /** The same window of the log of each of many revisions, in one statement: lines by revision id. */
@@ -127,11 +131,11 @@ export async function windowsOfRevisions(
 ): Promise<Map<string, LogLine[]>> {
   const byRevision = new Map<string, LogLine[]>();
   if (revisionIds.length === 0) return byRevision;
-  // Per revision, the first `take` entries of its (revision_id, kind, timestamp, id) index.
+  // Per revision, the first `take` entries of its (revision_id, kind, timestamp, line) index.
   const rows = await prisma.$queryRaw<(Row & { revision_id: string })[]>`
     SELECT page.* FROM unnest(${revisionIds}::uuid[]) WITH ORDINALITY AS ids(id, ord)
     CROSS JOIN LATERAL (
-      SELECT x.revision_id, x.id, x."timestamp", x.level, x.message FROM revision_logs x
+      SELECT x.revision_id, x.line, x."timestamp", x.level, x.message FROM revision_logs x
       WHERE x.revision_id = ids.id AND x.workspace_id = ${workspaceId}::uuid AND ${conditions(kind, filter, window)}
       ORDER BY ${orderBy("x", window.direction)}
       LIMIT ${window.take}

@@ -499,6 +499,42 @@ describe.each(targets)("data migrations on a $name database", (target) => {
     }
   }, 180_000);
 
+  it("numbers the log lines stored before 20261207100000 in their deployment's log, in commit order, and goes on from there", async () => {
+    const [d1, d2, r1, r2, r3] = [71, 72, 81, 82, 83].map(idOf);
+    const { sql, drop } = await acrossMigration(target, "20261207100000_log_line_numbers", async (sql) => {
+      for (const [d, name] of [[d1, "one"], [d2, "two"]]) await insertFilled(sql, "deployments", { id: d, workspace_id: WORKSPACE, name });
+      for (const [r, d] of [[r1, d1], [r2, d1], [r3, d2]]) await insertFilled(sql, "revisions", { id: r, workspace_id: WORKSPACE, deployment_id: d });
+      // Interleaved as writers of the two deployments would have committed them (ids in commit order).
+      for (const [r, d, kind] of [[r1, d1, "build"], [r3, d2, "build"], [r1, d1, "deploy"], [r2, d1, "build"], [r3, d2, "deploy"], [r2, d1, "build"]]) {
+        await insertFilled(sql, "revision_logs", { revision_id: r, deployment_id: d, workspace_id: WORKSPACE, kind, level: "INFO", message: `${r} ${kind}` });
+      }
+    });
+    try {
+      const lines = await sql.query<{ deployment: string; line: string }>(`SELECT deployment_id::text AS deployment, line::text FROM revision_logs ORDER BY id`);
+      expect(lines).toEqual([
+        { deployment: d1, line: "1" },
+        { deployment: d2, line: "1" },
+        { deployment: d1, line: "2" },
+        { deployment: d1, line: "3" },
+        { deployment: d2, line: "2" },
+        { deployment: d1, line: "4" },
+      ]);
+      // The next line of each deployment follows its last.
+      await sql.query(`SELECT append_revision_logs($1::uuid, ARRAY['build'], ARRAY['INFO'], ARRAY['next'], ARRAY[]::text[])`, [r2]);
+      await sql.query(`SELECT append_revision_logs($1::uuid, ARRAY['deploy', 'deploy'], ARRAY['INFO', 'INFO'], ARRAY['next', 'then'], ARRAY[]::text[])`, [r3]);
+      const added = await sql.query<{ deployment: string; line: string; message: string }>(
+        `SELECT deployment_id::text AS deployment, line::text, message FROM revision_logs WHERE message IN ('next', 'then') ORDER BY id`,
+      );
+      expect(added).toEqual([
+        { deployment: d1, line: "5", message: "next" },
+        { deployment: d2, line: "3", message: "next" },
+        { deployment: d2, line: "4", message: "then" },
+      ]);
+    } finally {
+      await drop();
+    }
+  }, 180_000);
+
   it("gives the OAuth flows and tokens stored before 20261129040000 their provider's endpoints of then", async () => {
     const [provider, bare] = [30, 31].map(idOf);
     const { sql, drop } = await acrossMigration(target, "20261129040000_oauth_grant_endpoints", async (sql) => {

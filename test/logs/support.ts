@@ -57,8 +57,8 @@ export async function readAll(t: TestApp, key: string, path: string, body: Recor
   }
 }
 
-/** The log as stored, in (timestamp, id) order. */
+/** The log as stored, in (timestamp, line) order, each line with the id REST and GraphQL show (its number). */
 export async function stored(t: TestApp, revisionId: string, kind: LogKind = "build"): Promise<{ id: string; message: string; timestamp: Date }[]> {
-  const rows = await t.app.db.prisma.revisionLog.findMany({ where: { revisionId, kind }, orderBy: [{ timestamp: "asc" }, { id: "asc" }] });
-  return rows.map((r) => ({ id: String(r.id), message: r.message, timestamp: r.timestamp }));
+  const rows = await t.app.db.prisma.revisionLog.findMany({ where: { revisionId, kind }, orderBy: [{ timestamp: "asc" }, { line: "asc" }] });
+  return rows.map((r) => ({ id: String(r.line), message: r.message, timestamp: r.timestamp }));
 }

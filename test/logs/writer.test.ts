@@ -6,7 +6,7 @@ import type { NewWorkspace } from "../../src/core/workspaces.js";
 import { routeFor } from "../../src/core/revision-machine.js";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { waitFor } from "../support/wait.js";
-import { newDeployment, stored, type Target, write } from "./support.js";
+import { buildLogsPath, newDeployment, read, readAll, stored, type Target, write } from "./support.js";
 
 let t: TestApp;
 let ws: NewWorkspace;
@@ -127,6 +127,49 @@ describe.skipIf(!process.env.TEST_DATABASE_URL)("lines of a revision deleted whi
     expect(about.filter((l) => (l.level as number) >= 40)).toEqual([]);
     expect(about).toEqual([expect.objectContaining({ level: 20, msg: "logs: the revision was deleted while its lines were written; they went with it" })]);
     expect(about[0]).not.toHaveProperty("err");
+  });
+});
+
+describe("line ids", () => {
+  it("number each deployment's log from 1, whatever other deployments and workspaces write meanwhile", async () => {
+    const other = await t.workspace();
+    const mine = await newDeployment(t, ws.apiKey);
+    const theirs = await newDeployment(t, other.apiKey);
+    const ids = async () => (await readAll(t, ws.apiKey, buildLogsPath(mine), { order: "asc", limit: 1000 })).lines.map((l) => l.id);
+    const before = await ids();
+    // Its first line (the status line of its creation) is 1.
+    expect(before).toEqual(before.map((_, i) => String(i + 1)));
+    await write(t, mine, [{ message: "a" }, { message: "b" }]);
+    // Another workspace's log, and another deployment of this one, take many lines between.
+    for (let i = 0; i < 3; i++) await write(t, theirs, Array.from({ length: 40 }, (_, j) => ({ message: `theirs ${i}.${j}` })));
+    await write(t, await newDeployment(t, ws.apiKey), [{ message: "elsewhere" }]);
+    await write(t, mine, [{ message: "c" }]);
+    const after = await ids();
+    expect(after).toEqual(after.map((_, i) => String(i + 1)));
+    expect(after).toHaveLength(before.length + 3);
+    // The other workspace's numbers are its own deployment's too.
+    const theirIds = (await readAll(t, other.apiKey, buildLogsPath(theirs), { order: "asc", limit: 1000 })).lines.map((l) => l.id);
+    expect(theirIds).toEqual(theirIds.map((_, i) => String(i + 1)));
+  });
+
+  it("go on from the last one given when retention has emptied the log, rather than start at 1 again", async () => {
+    const x = await newDeployment(t, ws.apiKey);
+    await write(t, x, [{ message: "old 1" }, { message: "old 2" }]);
+    const last = (await read(t, ws.apiKey, buildLogsPath(x), { order: "desc", limit: 1 })).logs[0]!.id;
+    await t.app.db.prisma.revisionLog.deleteMany({ where: { deploymentId: x.deploymentId } });
+    await write(t, x, [{ message: "new" }]);
+    const lines = (await read(t, ws.apiKey, buildLogsPath(x), { order: "asc" })).logs;
+    expect(lines.map((l) => [l.id, l.message])).toEqual([[String(Number(last) + 1), "new"]]);
+  });
+
+  it("are counted no longer once the deployment is deleted", async () => {
+    const x = await newDeployment(t, ws.apiKey);
+    await write(t, x, [{ message: "a" }]);
+    expect(await t.app.db.prisma.logLineCounter.count({ where: { deploymentId: x.deploymentId } })).toBe(1);
+    const deleted = await t.request("DELETE", `/v2/deployments/${x.deploymentId}`, { key: ws.apiKey });
+    expect(deleted.status, deleted.text).toBe(204);
+    await waitFor(async () => (await t.app.db.prisma.deployment.count({ where: { id: x.deploymentId } })) === 0);
+    expect(await t.app.db.prisma.logLineCounter.count({ where: { deploymentId: x.deploymentId } })).toBe(0);
   });
 });
 

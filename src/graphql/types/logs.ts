@@ -11,7 +11,7 @@ import { RevisionRef } from "./refs.js";
 const LogEntryRef = builder.objectRef<LogLine>("LogEntry").implement({
   description: "One line of a revision's build or deploy log.",
   fields: (t) => ({
-    id: t.exposeID("id", { description: "The line's id (REST `id`): it grows with every line of a deployment." }),
+    id: t.exposeID("id", { description: "The line's id (REST `id`): its number in its deployment's log, 1, 2, 3…, across all its revisions." }),
     timestamp: t.expose("timestamp", { type: "DateTime", description: "When the line was written; lines written together share one." }),
     level: t.field({ type: LogLevelEnum, resolve: (l) => l.level }),
     message: t.exposeString("message"),
