@@ -1,4 +1,3 @@
-import { renderGraphiQL } from "@graphql-yoga/render-graphiql";
 import type { GraphiQLOptions } from "graphql-yoga";
 
 /** The Headers editor GraphiQL opens with: where the API key goes, ready to fill in. */
@@ -33,7 +32,14 @@ export const graphiqlOptions: GraphiQLOptions = {
   shouldPersistHeaders: true,
 };
 
-export function renderOfflineGraphiQL(options: GraphiQLOptions): string {
+/**
+ * The page, with the key hint above the IDE. @graphql-yoga/render-graphiql is imported on the first
+ * page asked for, not with the server: its module is GraphiQL's scripts as one string, some 27 MB of
+ * heap (its source and the string) that a server which never serves GraphiQL (production, an API
+ * client's) held from its start (bench/README.md, start).
+ */
+export async function renderOfflineGraphiQL(options: GraphiQLOptions): Promise<string> {
+  const { renderGraphiQL } = await import("@graphql-yoga/render-graphiql");
   const hint = `<div id="dcp-key-hint" style="font: 14px/1.4 system-ui, sans-serif; padding: 6px 12px; background: #fff7d6; border-bottom: 1px solid #e6d48a; color: #3b3000;">${GRAPHIQL_HINT.replace(/</g, "&lt;")}</div>`;
   const page = renderGraphiQL(options);
   // The IDE fills the rest of the window under the hint.
