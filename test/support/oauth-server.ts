@@ -36,7 +36,10 @@ export interface OAuthServer {
   holdTokenEndpoint(): EndpointHold;
   /** The same for the registration endpoint (RFC 7591): a slow registration. */
   holdRegistrationEndpoint(): EndpointHold;
-  /** Stops answering (the provider is down) until resume(); the port stays reserved. */
+  /**
+   * Stops answering (the provider is down) until resume(): every connection is dropped as it opens,
+   * and the open ones at once. The port stays bound, so that no other process can take it meanwhile.
+   */
   pause(): Promise<void>;
   resume(): Promise<void>;
   close(): Promise<void>;
@@ -160,6 +163,9 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
   }
 
   let paused = false;
+  server.on("connection", (socket) => {
+    if (paused) socket.destroy();
+  });
   return {
     issuer,
     mcpUrl: `${issuer}/mcp`,
@@ -204,18 +210,13 @@ export async function startOAuthServer(options: OAuthServerOptions = {}): Promis
     holdTokenEndpoint: () => hold("/token"),
     holdRegistrationEndpoint: () => hold("/reg"),
     async pause() {
-      if (paused) return;
       paused = true;
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
     },
     async resume() {
-      if (!paused) return;
-      await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
       paused = false;
     },
     async close() {
-      if (paused) return;
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
