@@ -4,7 +4,7 @@ import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.js";
 import { freePort } from "../../scripts/lib/processes.js";
-import { makeOciImage, missingTools, type RegistryProcess, skopeoPush, startRegistry, tarOf } from "../support/registry.js";
+import { makeOciImage, missingTools, PortTaken, type RegistryProcess, skopeoPush, startRegistry, tarOf } from "../support/registry.js";
 
 /**
  * The official command-line tool's `deploy`, both paths, exactly as it drives this service
@@ -27,10 +27,21 @@ let key: string;
 beforeAll(async () => {
   if (skipLocally) return;
   expect(missing, "docker-registry and skopeo must be installed (.ci/run installs them)").toEqual([]);
-  const registryPort = await freePort();
-  t = await startTestApp({ REGISTRY_URL: `http://127.0.0.1:${registryPort}` });
-  base = await t.app.start();
-  registry = await startRegistry(registryPort, `${base}/registry/token`, join(t.app.config.dataDir, "registry-token.crt"));
+  // The registry's port is chosen before either starts (the service is configured with the
+  // registry's URL, the registry with the service's token URL and certificate): should another
+  // process take the port meanwhile, both start again on another.
+  for (let attempt = 1; ; attempt++) {
+    const registryPort = await freePort();
+    t = await startTestApp({ REGISTRY_URL: `http://127.0.0.1:${registryPort}` });
+    base = await t.app.start();
+    try {
+      registry = await startRegistry(registryPort, `${base}/registry/token`, join(t.app.config.dataDir, "registry-token.crt"));
+      break;
+    } catch (err) {
+      await t.close();
+      if (!(err instanceof PortTaken) || attempt === 3) throw err;
+    }
+  }
   key = (await t.workspace()).apiKey;
 }, 60_000);
 

@@ -29,10 +29,14 @@ export interface RegistryProcess {
   logTail(): string;
 }
 
+/** docker-registry could not listen: another process holds the port (chosen before it started). */
+export class PortTaken extends Error {}
+
 /**
  * Starts docker-registry on `port` with a configuration written into a temp folder: token
  * authentication with `realm` (this service's /registry/token), service `127.0.0.1:<port>`, and
  * the certificate of the service's signing key as the root bundle. Waits until /v2/ answers.
+ * Throws PortTaken when another process holds the port.
  */
 export async function startRegistry(port: number, realm: string, certificate: string): Promise<RegistryProcess> {
   const dir = mkdtempSync(join(tmpdir(), "dcp-registry-"));
@@ -72,7 +76,10 @@ export async function startRegistry(port: number, realm: string, certificate: st
   const url = `http://${host}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`docker-registry exited:\n${lines.join("\n")}`);
+    if (child.exitCode !== null) {
+      const output = lines.join("\n");
+      throw new (/address already in use/.test(output) ? PortTaken : Error)(`docker-registry exited:\n${output}`);
+    }
     try {
       const res = await fetch(`${url}/v2/`);
       // Token authentication: /v2/ answers 401 with the challenge once the registry is up.
