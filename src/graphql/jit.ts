@@ -51,19 +51,19 @@ function entryFor(args: ExecutionArgs): Entry {
  * and a new path each time (some 9,000 a page of 100 deployments); with `disableLeafSerialization`
  * it answers String, Boolean, Int, Float, ID and enum values as their resolvers return them.
  * That is the same answer only where serialising changes nothing:
- * - String and Boolean: resolvers return strings and booleans (their types say so, and stored JSON
- *   is read by type, see core/stored-json.ts), so they skip it;
+ * - String, Boolean and ID: resolvers return strings and booleans (their types say so: the builder's
+ *   ID output is a string, and stored JSON is read by type, see core/stored-json.ts), so they skip it;
  * - enums are answered by name but held by value (coreEnum): here they are scalars that serialise as
  *   their enum does;
- * - Int and Float refuse values out of range (an older row may hold one), and ID turns numbers into
- *   strings: their fields are retyped to copies under other names, which graphql-jit serialises.
+ * - Int and Float refuse values out of range (an older row may hold one): their fields are retyped
+ *   to copies under other names, which graphql-jit serialises.
  * Variables are read with these types as with the service's (graphql-js has checked them first).
  * Introspection would describe these types, so a document that introspects compiles against the
  * service's own schema, serialising every leaf.
  */
 function compilationSchema(schema: GraphQLSchema): GraphQLSchema {
   const serialised = new Map<string, GraphQLScalarType>();
-  for (const name of ["Int", "Float", "ID"]) {
+  for (const name of ["Int", "Float"]) {
     const type = schema.getType(name);
     if (type instanceof GraphQLScalarType) serialised.set(name, new GraphQLScalarType({ ...type.toConfig(), name: `${name}_serialised` }));
   }
