@@ -1,6 +1,6 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -17,6 +17,7 @@ const missing = missingTools();
 const skipLocally = missing.length > 0 && process.env.CI !== "true";
 
 let holder: Server;
+let dir: string | undefined;
 
 beforeAll(async () => {
   holder = createServer((_req, res) => res.end());
@@ -24,6 +25,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await new Promise<void>((resolve) => holder.close(() => resolve()));
+  if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 describe.skipIf(skipLocally)("docker-registry on a port another process holds", () => {
@@ -31,7 +33,7 @@ describe.skipIf(skipLocally)("docker-registry on a port another process holds", 
     expect(missing, "docker-registry and skopeo must be installed (.ci/run installs them)").toEqual([]);
     const port = (holder.address() as AddressInfo).port;
     // A token signer's certificate, as the service writes one: the registry reads it before it listens.
-    const dir = mkdtempSync(join(tmpdir(), "dcp-registry-test-"));
+    dir = mkdtempSync(join(tmpdir(), "dcp-registry-test-"));
     const certificate = join(dir, "root.crt");
     writeFileSync(certificate, await new TokenSigner(randomBytes(32)).certificatePem());
     await expect(startRegistry(port, "http://127.0.0.1:9/registry/token", certificate)).rejects.toBeInstanceOf(PortTaken);
